@@ -1,0 +1,236 @@
+"""The `cafe` command: run a shift, replay a recording, and whatever plugins add.
+
+Errors are one line on stderr and a distinct exit code (see `CafeError.exit_code`),
+never a traceback. Set CAFE_DEBUG=1 to see the traceback of an unexpected failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from cafe.clients.select import get_client
+from cafe.consent import DECISIONS, Decision, make_responder
+from cafe.errors import CafeError, ScriptError
+from cafe.handover import handover_note
+from cafe.loop import ShiftRun, run_shift
+from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
+from cafe.recording.errors import TranscriptMismatch
+from cafe.recording.format import Recording
+from cafe.recording.reader import load_recording
+from cafe.recording.shift import record_shift, replay_shift
+from cafe.trace.clock import TickClock
+from cafe.trace.tracer import Tracer
+from cafe.trace.usage import usage_of
+from cafe.transcript import transcript, transcript_digest
+
+DEFAULT_SCRIPT = ("A latte and a chocolate croissant, please.", "Nothing else, thanks.")
+EXIT_INTERNAL = 70
+
+
+def _read_script(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScriptError(f"{path}: no such script file") from None
+    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as error:
+        raise ScriptError(f"{path}: cannot be read as a UTF-8 text script ({type(error).__name__})") from None
+    lines = [line.strip() for line in text.splitlines()]
+    script = [line for line in lines if line and not line.startswith("#")]
+    if not script:
+        raise ScriptError(f"{path}: the script has no customer lines (one line per turn; # comments)")
+    return script
+
+
+def _parse_decision(text: str) -> Decision:
+    kind, _, payload = text.partition("=")
+    if kind not in DECISIONS:
+        raise ScriptError(f"--decision {kind!r}: use approve, reject or edit=JSON")
+    if kind != "edit":
+        return (kind, None)
+    try:
+        return (kind, json.loads(payload))
+    except json.JSONDecodeError as error:
+        raise ScriptError(f"--decision edit=...: the payload is not JSON ({error.msg})") from None
+
+
+def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cafe", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    shift = commands.add_parser("shift", help="run a shift (offline unless COURSE_MODE=live)")
+    shift.add_argument("--script", help="customer lines, one per line (default: a two-line order)")
+    shift.add_argument("--record", metavar="PATH", help="record every model call to PATH (JSONL)")
+    shift.add_argument("--record-mode", choices=["once", "all"], default="once",
+                       help="once: never overwrite a recording (default); all: re-record")
+    shift.add_argument("--decision", action="append", metavar="D",
+                       help="the synthetic customer's consent decisions in order: approve, "
+                            "reject, or edit=JSON (default: approve once)")
+    shift.add_argument("--seed", type=int, help="seed for the shift's RNG (default: random, printed)")
+    shift.add_argument("--max-turns", type=int, default=8)
+
+    replay = commands.add_parser("replay", help="replay a recording with zero model calls")
+    replay.add_argument("path", help="the recording to replay")
+    replay.add_argument("--script", help="customer lines (default: those the recording holds)")
+    replay.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
+                        help="a request field to ignore when matching, e.g. messages.*.tool_call_id")
+    replay.add_argument("--allow-truncated", action="store_true",
+                        help="replay the complete calls of a recording whose last line was cut short")
+    replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
+
+    for plugin in plugins:
+        plugin.register(commands, [shift, replay])
+    return parser
+
+
+def _seeded(seed: int | None) -> tuple[int, random.Random, str]:
+    seed = secrets.randbits(32) if seed is None else seed
+    rng = random.Random(seed)
+    conversation_id = f"shift-{rng.getrandbits(48):012x}"
+    return seed, rng, conversation_id
+
+
+def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
+    usage = usage_of(tracer)
+    out.write("== transcript ==\n" + transcript(run) + "\n\n")
+    out.write("== spans ==\n" + tracer.render() + "\n\n")
+    out.write(
+        f"== usage ==\n{usage.calls} model call(s), {usage.input_tokens} input + "
+        f"{usage.output_tokens} output = {usage.total_tokens} tokens, {usage.seconds:.3f}s in calls\n\n"
+    )
+    out.write("== handover ==\n" + note + "\n\n")
+    out.write(f"stop reason: {run.stop_reason}\n")
+
+
+def _open_telemetry(
+    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str], clock=None
+) -> TelemetrySession | None:
+    for plugin in plugins:
+        session = plugin.open_session(args, environ, clock)
+        if session is not None:
+            return session
+    return None
+
+
+def _cmd_shift(args, plugins, environ, out, err) -> int:
+    script = _read_script(args.script) if args.script else list(DEFAULT_SCRIPT)
+    decisions = [_parse_decision(d) for d in args.decision] if args.decision else [("approve", None)]
+    seed, rng, conversation_id = _seeded(args.seed)
+    origin_ns = time.time_ns()
+    client = get_client(environ)
+    session = _open_telemetry(plugins, args, environ)
+    tracer = session.tracer if session else Tracer()
+    options = {"max_turns": args.max_turns, "conversation_id": conversation_id}
+    try:
+        if args.record:
+            run, _ = record_shift(
+                client, script, args.record, responder=make_responder(decisions), tracer=tracer,
+                mode=args.record_mode, decisions=decisions, seed=seed,
+                wall_clock_ns=lambda: origin_ns, **options,
+            )
+        else:
+            run = run_shift(client, script, make_responder(decisions), tracer=tracer, **options)
+    finally:
+        report = session.close() if session else []
+    # The note's clock is the shift's start, so a replay of the recording writes it again.
+    note = handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng)
+    _print_shift(out, run, tracer, note)
+    out.write(f"seed: {seed}\n")
+    if args.record:
+        out.write(f"recorded {run.model_calls} call(s) to {args.record}\n")
+    for line in report:
+        err.write(line + "\n")
+    return 0
+
+
+def _check_transcript(recording: Recording, run: ShiftRun) -> None:
+    if recording.ending is None:
+        return
+    if transcript_digest(run) == recording.ending.transcript_sha256:
+        return
+    last = recording.calls[-1] if recording.calls else None
+    recorded = [*last.request["messages"], last.response["choices"][0]["message"]] if last else []
+    ours = transcript(run.messages[: len(recorded)]).splitlines()
+    theirs = transcript(recorded).splitlines()
+    for number, (a, b) in enumerate(zip(theirs, ours, strict=False), start=1):
+        if a != b:
+            raise TranscriptMismatch(recording.path, f"first difference at transcript line {number}")
+    raise TranscriptMismatch(
+        recording.path,
+        f"the conversations agree up to the last model call; they differ after it "
+        f"(recorded stop reason {recording.ending.stop_reason}, replayed {run.stop_reason})",
+    )
+
+
+def _cmd_replay(args, plugins, environ, out, err) -> int:
+    recording = load_recording(args.path, allow_truncated=args.allow_truncated)
+    _, rng, conversation_id = _seeded(recording.header.seed or 0)
+    origin_ns = recording.header.clock_origin_unix_nano or 0
+    session = _open_telemetry(plugins, args, environ, clock=None)
+    tracer = session.tracer if session else Tracer(clock=TickClock())
+    try:
+        run, _ = replay_shift(
+            recording,
+            _read_script(args.script) if args.script else None,
+            tracer=tracer,
+            ignore=args.ignore,
+            conversation_id=conversation_id,
+        )
+    finally:
+        report = session.close() if session else []
+    for line in report:
+        err.write(line + "\n")
+    _check_transcript(recording, run)
+    if args.show:
+        _print_shift(out, run, tracer, handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng))
+    matched = "transcript matches" if recording.ending else "no end line recorded, calls matched"
+    out.write(
+        f"replayed {run.model_calls} call(s) from {args.path} with 0 model calls: {matched}; "
+        f"every recorded call used; stop reason {run.stop_reason}\n"
+    )
+    return 0
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    load_plugins: PluginLoader = installed_plugins,
+) -> int:
+    environ = os.environ if environ is None else environ
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        plugins = load_plugins(lambda line: err.write(line + "\n"))
+        args = _build_parser(plugins).parse_args(argv)
+        if args.command == "shift":
+            return _cmd_shift(args, plugins, environ, out, err)
+        if args.command == "replay":
+            return _cmd_replay(args, plugins, environ, out, err)
+        return args.run(args, environ, out, err)
+    except CafeError as error:
+        err.write(f"cafe: error: {error}\n")
+        return error.exit_code
+    except KeyboardInterrupt:
+        err.write("cafe: interrupted\n")
+        return 130
+    except Exception as error:
+        if environ.get("CAFE_DEBUG"):
+            raise
+        err.write(
+            f"cafe: internal error ({type(error).__name__}); set CAFE_DEBUG=1 for the traceback\n"
+        )
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Model clients: scripted (offline default), canned (fixed replies), live (openai SDK)."""
+
+from cafe.clients.base import ChatClient, check_tool_call_ids
+from cafe.clients.canned import CannedClient, CannedRepliesExhausted
+from cafe.clients.live import LiveClient
+from cafe.clients.scripted import ScriptedClient
+from cafe.clients.select import get_client
+from cafe.clients.settings import LiveSettings, Secret
+
+__all__ = [
+    "CannedClient",
+    "CannedRepliesExhausted",
+    "ChatClient",
+    "LiveClient",
+    "LiveSettings",
+    "ScriptedClient",
+    "Secret",
+    "check_tool_call_ids",
+    "get_client",
+]

@@ -1,0 +1,85 @@
+"""The client seam every model client shares, and helpers for chat-completions bodies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from cafe.errors import UnknownToolCallId
+
+Message = dict[str, Any]
+Response = dict[str, Any]
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """What the shift loop needs of a model: one call, an OpenAI chat-completions body back."""
+
+    model: str
+    provider: str
+    calls: int
+
+    def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.0,
+        tool_choice: Any = None,
+    ) -> Response: ...
+
+
+def check_tool_call_ids(messages: Sequence[Message]) -> None:
+    """Refuse a tool result whose tool_call_id no earlier assistant call opened."""
+    opened: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            opened.update(call.get("id", "") for call in message.get("tool_calls") or [])
+        elif message.get("role") == "tool" and message.get("tool_call_id") not in opened:
+            raise UnknownToolCallId(index, str(message.get("tool_call_id")))
+
+
+def build_request(
+    messages: list[Message], tools: list[dict[str, Any]] | None, temperature: float, tool_choice: Any
+) -> dict[str, Any]:
+    """The request as recorded and matched: exactly the arguments of `chat`."""
+    return {
+        "messages": messages,
+        "tools": tools,
+        "temperature": temperature,
+        "tool_choice": tool_choice,
+    }
+
+
+def make_response(
+    message: Message,
+    *,
+    model: str,
+    response_id: str,
+    usage: tuple[int, int],
+    finish_reason: str | None = None,
+) -> Response:
+    prompt_tokens, completion_tokens = usage
+    if finish_reason is None:
+        finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
+    return {
+        "id": response_id,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def first_message(response: Response) -> Message:
+    return response["choices"][0]["message"]
+
+
+def tool_calls_of(message: Message) -> list[dict[str, Any]]:
+    return list(message.get("tool_calls") or [])
+
+
+def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

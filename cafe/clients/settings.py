@@ -1,0 +1,69 @@
+"""Live-mode settings from the environment: CAFE_* first, then the OPENAI_* fallbacks.
+
+The API key is held in a `Secret` so that no repr, f-string or error can show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from cafe.errors import MissingSettings
+
+_SOURCES = {
+    "base_url": ("CAFE_BASE_URL", "OPENAI_BASE_URL"),
+    "api_key": ("CAFE_API_KEY", "OPENAI_API_KEY"),
+    "model": ("CAFE_MODEL", "OPENAI_MODEL"),
+}
+
+
+class Secret:
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    base_url: str
+    api_key: Secret
+    model: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> LiveSettings:
+        found: dict[str, str] = {}
+        missing: list[str] = []
+        for field_name, names in _SOURCES.items():
+            value = next((environ[n] for n in names if environ.get(n, "").strip()), None)
+            if value is None:
+                missing.append(" or ".join(names))
+            else:
+                found[field_name] = value.strip()
+        if missing:
+            raise MissingSettings(missing)
+        return cls(found["base_url"], Secret(found["api_key"]), found["model"])
+
+    @property
+    def server_address(self) -> str | None:
+        return urlsplit(self.base_url).hostname
+
+    @property
+    def server_port(self) -> int | None:
+        parts = urlsplit(self.base_url)
+        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)

@@ -1,0 +1,91 @@
+"""The consent gate: a proposal is validated, shown to the customer, and only an explicit
+approval produces something the executor may fire.
+
+`make_responder` plays a synthetic customer for offline shifts and replays: it pops the
+decisions it was given in order and rejects once they run out, so each replay needs a
+fresh responder with the same decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cafe.arguments import check_arguments
+from cafe.orders import Ticket
+from cafe.tools import PROPOSE_ORDER
+
+APPROVE, REJECT, EDIT = "approve", "reject", "edit"
+DECISIONS = frozenset({APPROVE, REJECT, EDIT})
+
+Decision = tuple[str, Any]
+Responder = Callable[[str, Ticket], Decision]
+
+
+def make_responder(decisions: Iterable[Decision]) -> Responder:
+    queue = [(str(kind), payload) for kind, payload in decisions]
+    for kind, _ in queue:
+        if kind not in DECISIONS:
+            raise ValueError(f"unknown consent decision {kind!r}; use one of {sorted(DECISIONS)}")
+
+    def respond(rendered: str, ticket: Ticket) -> Decision:
+        return queue.pop(0) if queue else (REJECT, None)
+
+    return respond
+
+
+@dataclass
+class Approval:
+    approval_id: str
+    ticket: Ticket
+    turn: int
+    consumed_turn: int | None = None
+
+
+@dataclass
+class GateEntry:
+    turn: int
+    round: int
+    decision: str
+    status: str
+
+
+@dataclass
+class GateOutcome:
+    status: str  # approved | rejected | rounds_exhausted
+    approval: Approval | None = None
+
+
+@dataclass
+class ConsentGate:
+    responder: Responder
+    max_rounds: int = 3
+    approvals: list[Approval] = field(default_factory=list)
+    log: list[GateEntry] = field(default_factory=list)
+
+    def review(self, ticket: Ticket, turn: int, allergen_checked: set[str]) -> GateOutcome:
+        for round_number in range(1, self.max_rounds + 1):
+            decision, payload = self.responder(ticket.render(), ticket)
+            if decision == APPROVE:
+                approval = Approval(f"A{len(self.approvals) + 1}", ticket, turn)
+                self.approvals.append(approval)
+                self.log.append(GateEntry(turn, round_number, decision, "approved"))
+                return GateOutcome("approved", approval)
+            if decision == REJECT:
+                self.log.append(GateEntry(turn, round_number, decision, "rejected"))
+                return GateOutcome("rejected")
+            # An edit is re-validated exactly like a proposal and shown again.
+            edited = check_arguments(PROPOSE_ORDER, json.dumps(payload))
+            if edited.ok:
+                items = list(edited.arguments["items"])
+                ticket = Ticket.build(
+                    edited.arguments["table"],
+                    items,
+                    allergen_checked=all(item in allergen_checked for item in items),
+                )
+                self.log.append(GateEntry(turn, round_number, decision, "edited"))
+            else:
+                self.log.append(GateEntry(turn, round_number, decision, "edit_invalid"))
+        return GateOutcome("rounds_exhausted")

@@ -1,0 +1,48 @@
+"""The harness's named errors. Each carries an exit code for the command line and a
+message that says what and where, without customer text or secrets."""
+
+from __future__ import annotations
+
+
+class CafeError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigurationError(CafeError):
+    exit_code = 20
+
+
+class MissingSettings(ConfigurationError):
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = list(missing)
+        super().__init__("live mode needs these settings, which are not set: " + ", ".join(missing))
+
+
+class ModelCallError(CafeError):
+    """The model endpoint failed; the text names the failure class and status only."""
+
+    exit_code = 21
+
+
+class ConversationError(CafeError):
+    """A conversation that must not be sent (refused before any network call)."""
+
+    exit_code = 22
+
+
+class UnknownToolCallId(ConversationError):
+    def __init__(self, index: int, tool_call_id: str) -> None:
+        self.index = index
+        self.tool_call_id = tool_call_id
+        super().__init__(
+            f"messages[{index}]: tool result answers tool_call_id {tool_call_id!r}, "
+            "which no earlier assistant message opened"
+        )
+
+
+class ScriptError(CafeError):
+    """A customer script or consent-decision file that cannot be used."""
+
+    exit_code = 23

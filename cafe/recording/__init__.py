@@ -1,0 +1,67 @@
+"""The recording: a private, versioned JSONL contract, its writer, reader and replay."""
+
+from cafe.recording.errors import (
+    MalformedLine,
+    NotARecording,
+    RecordingDisabled,
+    RecordingError,
+    RecordingExhausted,
+    RecordingExists,
+    RecordingNotFound,
+    ReplayError,
+    ReplayMismatch,
+    TranscriptMismatch,
+    TruncatedRecording,
+    UnsupportedVersion,
+    UnusedCalls,
+)
+from cafe.recording.format import (
+    FORMAT_VERSION,
+    Ending,
+    Header,
+    RecordedCall,
+    Recording,
+    Timing,
+)
+from cafe.recording.modes import RecordMode
+from cafe.recording.normalise import normalise
+from cafe.recording.reader import load_recording, load_records
+from cafe.recording.replay import ReplayClient
+from cafe.recording.scrub import DEFAULT_SECRET_PATTERNS, Scrubber
+from cafe.recording.shift import record_shift, replay_shift, responder_of, script_of
+from cafe.recording.writer import RecordingClient, RecordingWriter
+
+__all__ = [
+    "DEFAULT_SECRET_PATTERNS",
+    "FORMAT_VERSION",
+    "Ending",
+    "Header",
+    "MalformedLine",
+    "NotARecording",
+    "RecordMode",
+    "RecordedCall",
+    "Recording",
+    "RecordingClient",
+    "RecordingDisabled",
+    "RecordingError",
+    "RecordingExhausted",
+    "RecordingExists",
+    "RecordingNotFound",
+    "RecordingWriter",
+    "ReplayClient",
+    "ReplayError",
+    "ReplayMismatch",
+    "Scrubber",
+    "Timing",
+    "TranscriptMismatch",
+    "TruncatedRecording",
+    "UnsupportedVersion",
+    "UnusedCalls",
+    "load_recording",
+    "load_records",
+    "normalise",
+    "record_shift",
+    "replay_shift",
+    "responder_of",
+    "script_of",
+]

@@ -1,0 +1,70 @@
+"""A structural diff of two JSON values: the path of the first difference, and a short
+description of each side that says what it is without quoting conversation text."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+# Values under these keys are protocol metadata, safe and useful to show verbatim.
+_SHOWN_KEYS = frozenset(
+    {"role", "type", "name", "id", "tool_call_id", "finish_reason", "model", "temperature",
+     "tool_choice", "index"}
+)
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str
+    recorded: str
+    incoming: str
+
+
+def describe(value: Any, key: str | None = None) -> str:
+    if value is _ABSENT:
+        return "absent"
+    if isinstance(value, str):
+        if key in _SHOWN_KEYS:
+            return repr(value[:40] + ("…" if len(value) > 40 else ""))
+        digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:8]
+        return f"text({len(value)} chars, sha256 {digest})"
+    if isinstance(value, dict):
+        return "object{" + ",".join(sorted(value))[:60] + "}"
+    if isinstance(value, list):
+        return f"array({len(value)})"
+    return repr(value)
+
+
+def first_difference(recorded: Any, incoming: Any, path: str = "$", key: str | None = None) -> Difference | None:
+    if isinstance(recorded, dict) and isinstance(incoming, dict):
+        for name in sorted(set(recorded) | set(incoming)):
+            found = first_difference(
+                recorded.get(name, _ABSENT), incoming.get(name, _ABSENT), f"{path}.{name}", name
+            )
+            if found:
+                return found
+        return None
+    if isinstance(recorded, list) and isinstance(incoming, list):
+        for index in range(max(len(recorded), len(incoming))):
+            found = first_difference(
+                recorded[index] if index < len(recorded) else _ABSENT,
+                incoming[index] if index < len(incoming) else _ABSENT,
+                f"{path}[{index}]",
+                key,
+            )
+            if found:
+                return found
+        return None
+    if type(recorded) is type(incoming) and recorded == incoming:
+        return None
+    return Difference(path, describe(recorded, key), describe(incoming, key))
+
+
+def summarise_request(request: dict[str, Any]) -> str:
+    messages = request.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    content = last.get("content")
+    size = f", {len(content)} chars" if isinstance(content, str) else ""
+    return f"{len(messages)} messages, the last from {last.get('role', '?')}{size}"

@@ -1,0 +1,137 @@
+"""What can be wrong with a recording or a replay, as a small named hierarchy.
+
+Every message says where (path, line, field or call number) and what was expected, and
+describes values by type and size rather than quoting them: a recording holds customer
+conversations, and error text ends up in CI logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cafe.errors import CafeError
+
+
+class RecordingError(CafeError):
+    """A recording that cannot be read, written or trusted."""
+
+    exit_code = 30
+
+
+class RecordingNotFound(RecordingError):
+    exit_code = 31
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: no such recording")
+
+
+class NotARecording(RecordingError):
+    exit_code = 32
+
+    def __init__(self, path: Path | str, why: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: not a cafe recording ({why})")
+
+
+class MalformedLine(RecordingError):
+    exit_code = 33
+
+    def __init__(
+        self, path: Path | str, line: int, expected: str, found: str, field: str | None = None
+    ) -> None:
+        self.path, self.line, self.field = Path(path), line, field
+        self.expected, self.found = expected, found
+        where = f"{path}:{line}" + (f": {field}" if field else "")
+        super().__init__(f"{where}: expected {expected}, found {found}")
+
+
+class UnsupportedVersion(RecordingError):
+    exit_code = 34
+
+    def __init__(self, path: Path | str, line: int, version: object, supported: list[int]) -> None:
+        self.path, self.line, self.version = Path(path), line, version
+        super().__init__(
+            f"{path}:{line}: recording format version {version!r} is not supported "
+            f"(this cafe reads versions {', '.join(map(str, supported))})"
+        )
+
+
+class TruncatedRecording(RecordingError):
+    """The last line was cut short, as a crash mid-write leaves it. The complete lines
+    before it are intact: load with `allow_truncated=True` to use them."""
+
+    exit_code = 35
+
+    def __init__(self, path: Path | str, line: int, complete_calls: int) -> None:
+        self.path, self.line, self.complete_calls = Path(path), line, complete_calls
+        super().__init__(
+            f"{path}:{line}: the last line is truncated (the recorder stopped mid-write); "
+            f"{complete_calls} complete call(s) before it can be used with --allow-truncated"
+        )
+
+
+class RecordingExists(RecordingError):
+    exit_code = 36
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"{path}: a recording already exists; record mode 'once' never overwrites one "
+            "(use record mode 'all' to re-record it)"
+        )
+
+
+class RecordingDisabled(RecordingError):
+    exit_code = 37
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: record mode 'none' forbids recording")
+
+
+class ReplayError(RecordingError):
+    """The replayed shift did not make the calls the recording holds."""
+
+    exit_code = 40
+
+
+class ReplayMismatch(ReplayError):
+    exit_code = 41
+
+    def __init__(self, path: Path | str, call: int, json_path: str, recorded: str, incoming: str):
+        self.path, self.call, self.json_path = Path(path), call, json_path
+        self.recorded, self.incoming = recorded, incoming
+        super().__init__(
+            f"{path}: call {call}: the request differs from the recording at {json_path}: "
+            f"recorded {recorded}, incoming {incoming}"
+        )
+
+
+class UnusedCalls(ReplayError):
+    exit_code = 42
+
+    def __init__(self, path: Path | str, unused: int, first_call: int, summary: str) -> None:
+        self.path, self.unused, self.first_call = Path(path), unused, first_call
+        super().__init__(
+            f"{path}: {unused} recorded call(s) were never made, from call {first_call} "
+            f"({summary})"
+        )
+
+
+class RecordingExhausted(ReplayError):
+    exit_code = 43
+
+    def __init__(self, path: Path | str, recorded: int) -> None:
+        self.path, self.recorded = Path(path), recorded
+        super().__init__(
+            f"{path}: call {recorded + 1} was made, but the recording holds only {recorded}"
+        )
+
+
+class TranscriptMismatch(ReplayError):
+    exit_code = 44
+
+    def __init__(self, path: Path | str, detail: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: the replayed transcript differs from the recorded one: {detail}")

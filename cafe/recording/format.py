@@ -1,0 +1,109 @@
+"""The recording format, version 1: JSON Lines, one object a line.
+
+    line 1      {"format": "cafe-recording", "version": 1, "harness": ..., "model": ...,
+                 "provider": ..., "recorded_at": ..., "seed": ..., "clock_origin_unix_nano": ...,
+                 "script": [...], "decisions": [...]}
+    line 2..n   {"call": 1, "request": {...}, "response": {...},
+                 "timing": {"start_unix_nano": ..., "duration_ns": ...}}
+    last line   {"end": {"stop_reason": ..., "model_calls": ..., "transcript_sha256": ...}}
+
+The end line is written when the shift finishes; a recording without one is a shift that
+did not finish (its calls still replay). Files of the seed's plain form, where every line
+is `{"request": ..., "response": ...}` and there is no header, load as version 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT_NAME = "cafe-recording"
+FORMAT_VERSION = 1
+LEGACY_VERSION = 0
+SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION]
+# A request carries the whole conversation so far; 16 MiB is far beyond any real shift
+# and stops a corrupt or hostile file from being parsed into memory whole.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Header:
+    version: int
+    harness: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    recorded_at: str | None = None
+    seed: int | None = None
+    clock_origin_unix_nano: int | None = None
+    script: list[str] | None = None
+    decisions: list[list[Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": self.version,
+            "harness": self.harness,
+            "model": self.model,
+            "provider": self.provider,
+            "recorded_at": self.recorded_at,
+            "seed": self.seed,
+            "clock_origin_unix_nano": self.clock_origin_unix_nano,
+            "script": self.script,
+            "decisions": self.decisions,
+        }
+
+
+@dataclass(frozen=True)
+class Timing:
+    start_unix_nano: int
+    duration_ns: int
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    index: int  # 1-based call number
+    line: int  # 1-based line in the file
+    request: dict[str, Any]
+    response: dict[str, Any]
+    timing: Timing | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"call": self.index, "request": self.request, "response": self.response}
+        if self.timing is not None:
+            data["timing"] = {
+                "start_unix_nano": self.timing.start_unix_nano,
+                "duration_ns": self.timing.duration_ns,
+            }
+        return data
+
+
+@dataclass(frozen=True)
+class Ending:
+    stop_reason: str
+    model_calls: int
+    transcript_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "end": {
+                "stop_reason": self.stop_reason,
+                "model_calls": self.model_calls,
+                "transcript_sha256": self.transcript_sha256,
+            }
+        }
+
+
+@dataclass(frozen=True)
+class Recording:
+    path: Path
+    header: Header
+    calls: list[RecordedCall] = field(default_factory=list)
+    ending: Ending | None = None
+    truncated: bool = False
+
+    @property
+    def model(self) -> str | None:
+        if self.header.model:
+            return self.header.model
+        return next((c.response.get("model") for c in self.calls if c.response.get("model")), None)

@@ -1,0 +1,96 @@
+"""A node of the shift's span tree, and the generation data a model-call node carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SHIFT, PHASE, GENERATION, TOOL = "shift", "phase", "generation", "tool"
+
+
+@dataclass
+class Generation:
+    """One model call: what went in (a deep copy), what came out, and what it cost."""
+
+    model: str
+    provider: str
+    input: list[dict[str, Any]]
+    temperature: float | None = None
+    output: str | None = None
+    tool_calls: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    response: dict[str, Any] | None = None
+
+    def record_response(self, response: dict[str, Any]) -> None:
+        self.response = response
+        choice = (response.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        self.output = message.get("content")
+        self.tool_calls = [
+            (call.get("function") or {}).get("name", "") for call in message.get("tool_calls") or []
+        ]
+        self.usage = dict(response.get("usage") or {})
+
+    @property
+    def finish_reason(self) -> str | None:
+        choices = (self.response or {}).get("choices") or [{}]
+        return choices[0].get("finish_reason")
+
+
+@dataclass(eq=False)
+class SpanNode:
+    span_id: int
+    name: str
+    kind: str
+    attrs: dict[str, Any]
+    start: float
+    parent: SpanNode | None = field(default=None, repr=False)
+    children: list[SpanNode] = field(default_factory=list, repr=False)
+    end: float | None = None
+    error_type: str | None = None
+    generation: Generation | None = field(default=None, repr=False)
+
+    @property
+    def duration(self) -> float:
+        return 0.0 if self.end is None else self.end - self.start
+
+    @property
+    def failed(self) -> bool:
+        return self.error_type is not None
+
+    def set(self, **attrs: Any) -> None:
+        self.attrs.update(attrs)
+
+    def walk(self) -> list[SpanNode]:
+        found = [self]
+        for child in self.children:
+            found.extend(child.walk())
+        return found
+
+    def inherited(self, key: str) -> Any:
+        """The nearest value of `key` on this node or an ancestor (a tool span's turn)."""
+        node: SpanNode | None = self
+        while node is not None:
+            if key in node.attrs:
+                return node.attrs[key]
+            node = node.parent
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "span_id": self.span_id,
+            "name": self.name,
+            "kind": self.kind,
+            "attrs": dict(self.attrs),
+            "start": self.start,
+            "end": self.end,
+            "error_type": self.error_type,
+            "children": [child.as_dict() for child in self.children],
+        }
+        if self.generation is not None:
+            g = self.generation
+            data["generation"] = {
+                "model": g.model, "provider": g.provider, "input": g.input, "output": g.output,
+                "tool_calls": list(g.tool_calls), "usage": dict(g.usage),
+            }
+        return data
