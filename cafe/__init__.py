@@ -12,6 +12,7 @@ from cafe.clients import (
     get_client,
 )
 from cafe.consent import ConsentGate, make_responder
+from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.errors import (
     CafeError,
     ConfigurationError,
@@ -50,9 +51,8 @@ from cafe.trace import (
 )
 from cafe.transcript import transcript
 
-DEFAULT_SCRIPT = ("A latte and a chocolate croissant, please.", "Nothing else, thanks.")
-
 __all__ = [
+    "DEFAULT_DECISIONS",
     "DEFAULT_SCRIPT",
     "EIGHTY_SIXED",
     "MENU",

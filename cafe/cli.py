@@ -19,20 +19,22 @@ from typing import TextIO
 
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
+from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.errors import CafeError, ScriptError
 from cafe.handover import handover_note
 from cafe.loop import ShiftRun, run_shift
 from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
+from cafe.recording import check as recording_check
 from cafe.recording.errors import TranscriptMismatch
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
+from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.trace.clock import TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
 
-DEFAULT_SCRIPT = ("A latte and a chocolate croissant, please.", "Nothing else, thanks.")
 EXIT_INTERNAL = 70
 
 
@@ -86,6 +88,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
                         help="replay the complete calls of a recording whose last line was cut short")
     replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
 
+    recording_check.register(commands)
     for plugin in plugins:
         plugin.register(commands, [shift, replay])
     return parser
@@ -122,7 +125,7 @@ def _open_telemetry(
 
 def _cmd_shift(args, plugins, environ, out, err) -> int:
     script = _read_script(args.script) if args.script else list(DEFAULT_SCRIPT)
-    decisions = [_parse_decision(d) for d in args.decision] if args.decision else [("approve", None)]
+    decisions = [_parse_decision(d) for d in args.decision] if args.decision else list(DEFAULT_DECISIONS)
     seed, rng, conversation_id = _seeded(args.seed)
     origin_ns = time.time_ns()
     client = get_client(environ)
@@ -134,6 +137,7 @@ def _cmd_shift(args, plugins, environ, out, err) -> int:
             run, _ = record_shift(
                 client, script, args.record, responder=make_responder(decisions), tracer=tracer,
                 mode=args.record_mode, decisions=decisions, seed=seed,
+                scrubber=Scrubber.from_environment(environ),
                 wall_clock_ns=lambda: origin_ns, **options,
             )
         else:
@@ -182,6 +186,7 @@ def _cmd_replay(args, plugins, environ, out, err) -> int:
             _read_script(args.script) if args.script else None,
             tracer=tracer,
             ignore=args.ignore,
+            scrubber=Scrubber.from_environment(environ),
             conversation_id=conversation_id,
         )
     finally:

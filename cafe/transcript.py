@@ -37,4 +37,5 @@ def transcript(run: _HasMessages | Sequence[dict[str, Any]]) -> str:
 
 
 def transcript_digest(run: _HasMessages | Sequence[dict[str, Any]]) -> str:
-    return hashlib.sha256(transcript(run).encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate (from a "\ud800" escape) must not crash the digest.
+    return hashlib.sha256(transcript(run).encode("utf-8", "surrogatepass")).hexdigest()

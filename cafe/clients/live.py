@@ -25,7 +25,8 @@ def _reduce(body: dict[str, Any]) -> Response:
         if raw.get("tool_calls"):
             message["tool_calls"] = [
                 {
-                    "id": call.get("id"),
+                    # Ids are matched as strings by the loop and the replay.
+                    "id": str(call.get("id")),
                     "type": call.get("type", "function"),
                     "function": {
                         "name": (call.get("function") or {}).get("name"),

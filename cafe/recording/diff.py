@@ -31,10 +31,22 @@ def describe(value: Any, key: str | None = None) -> str:
         digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:8]
         return f"text({len(value)} chars, sha256 {digest})"
     if isinstance(value, dict):
-        return "object{" + ",".join(sorted(value))[:60] + "}"
+        keys = ",".join(sorted(value))
+        return "object{" + (keys if len(keys) <= 60 else keys[:60] + "…") + "}"
     if isinstance(value, list):
         return f"array({len(value)})"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"integer({len(str(abs(value)))} digits)"
     return repr(value)
+
+
+def _same_scalar(recorded: Any, incoming: Any) -> bool:
+    # JSON has one number type: 0 and 0.0 are the same value, but true is not 1.
+    numbers = (int, float)
+    if (isinstance(recorded, numbers) and isinstance(incoming, numbers)
+            and not isinstance(recorded, bool) and not isinstance(incoming, bool)):
+        return recorded == incoming
+    return type(recorded) is type(incoming) and recorded == incoming
 
 
 def first_difference(recorded: Any, incoming: Any, path: str = "$", key: str | None = None) -> Difference | None:
@@ -57,9 +69,11 @@ def first_difference(recorded: Any, incoming: Any, path: str = "$", key: str | N
             if found:
                 return found
         return None
-    if type(recorded) is type(incoming) and recorded == incoming:
+    if _same_scalar(recorded, incoming):
         return None
-    return Difference(path, describe(recorded, key), describe(incoming, key))
+    # A message's `name` may be a person's name; only a function's name is shown verbatim.
+    shown = key if key != "name" or path.endswith(".function.name") else None
+    return Difference(path, describe(recorded, shown), describe(incoming, shown))
 
 
 def summarise_request(request: dict[str, Any]) -> str:

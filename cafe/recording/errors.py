@@ -29,9 +29,10 @@ class RecordingNotFound(RecordingError):
 class NotARecording(RecordingError):
     exit_code = 32
 
-    def __init__(self, path: Path | str, why: str) -> None:
-        self.path = Path(path)
-        super().__init__(f"{path}: not a cafe recording ({why})")
+    def __init__(self, path: Path | str, why: str, line: int | None = None) -> None:
+        self.path, self.line = Path(path), line
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: not a cafe recording ({why})")
 
 
 class MalformedLine(RecordingError):
@@ -49,11 +50,13 @@ class MalformedLine(RecordingError):
 class UnsupportedVersion(RecordingError):
     exit_code = 34
 
-    def __init__(self, path: Path | str, line: int, version: object, supported: list[int]) -> None:
+    def __init__(self, path: Path | str, line: int, version: int, supported: list[int]) -> None:
         self.path, self.line, self.version = Path(path), line, version
+        self.field = "version"
+        newest = max(supported)
         super().__init__(
-            f"{path}:{line}: recording format version {version!r} is not supported "
-            f"(this cafe reads versions {', '.join(map(str, supported))})"
+            f"{path}:{line}: version: recording format version {version} is not supported "
+            f"(expected a header with version {newest}; headerless files are version 0)"
         )
 
 
@@ -63,11 +66,15 @@ class TruncatedRecording(RecordingError):
 
     exit_code = 35
 
-    def __init__(self, path: Path | str, line: int, complete_calls: int) -> None:
+    def __init__(self, path: Path | str, line: int, complete_calls: int, usable: bool = True) -> None:
         self.path, self.line, self.complete_calls = Path(path), line, complete_calls
+        if usable:
+            tail = f"{complete_calls} complete call(s) before it can be used with --allow-truncated"
+        else:
+            tail = "it was the header, so nothing in the file can be used"
         super().__init__(
-            f"{path}:{line}: the last line is truncated (the recorder stopped mid-write); "
-            f"{complete_calls} complete call(s) before it can be used with --allow-truncated"
+            f"{path}:{line}: the last line is truncated (the recorder stopped mid-write, "
+            f"expected a complete JSON line ending in a newline); {tail}"
         )
 
 
@@ -88,6 +95,27 @@ class RecordingDisabled(RecordingError):
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         super().__init__(f"{path}: record mode 'none' forbids recording")
+
+
+class RecordingUnwritable(RecordingError):
+    exit_code = 38
+
+    def __init__(self, path: Path | str, why: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: cannot write the recording ({why})")
+
+
+class RecordingNotClean(RecordingError):
+    """`cafe check-recording` found secrets or text that looks like real customer data."""
+
+    exit_code = 39
+
+    def __init__(self, findings: int, files: int) -> None:
+        self.findings, self.files = findings, files
+        super().__init__(
+            f"check-recording: {findings} finding(s) in {files} file(s); a recording is a private "
+            "artefact: commit only synthetic ones"
+        )
 
 
 class ReplayError(RecordingError):
@@ -126,6 +154,19 @@ class RecordingExhausted(ReplayError):
         self.path, self.recorded = Path(path), recorded
         super().__init__(
             f"{path}: call {recorded + 1} was made, but the recording holds only {recorded}"
+        )
+
+
+class NetworkRefused(ReplayError):
+    """A test tried to open a network connection while replaying a recording."""
+
+    exit_code = 45
+
+    def __init__(self, path: Path | str, target: str) -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"{path}: network access is refused while replaying this recording "
+            f"(a connection to {target} was attempted)"
         )
 
 

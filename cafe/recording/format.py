@@ -10,6 +10,9 @@
 The end line is written when the shift finishes; a recording without one is a shift that
 did not finish (its calls still replay). Files of the seed's plain form, where every line
 is `{"request": ..., "response": ...}` and there is no header, load as version 0.
+
+Every field, the error names and exit codes, and the privacy rules are documented in
+docs/recording-format.md.
 """
 
 from __future__ import annotations

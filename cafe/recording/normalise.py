@@ -1,8 +1,12 @@
 """Declared normalisation: request fields that change on every run (generated ids,
 timestamps) are named by path and ignored by matching, with no matcher to write.
 
-A path is dot-separated keys; `*` stands for any key or any list index, e.g.
-`messages.*.tool_call_id` or `metadata.request_time`.
+A path is dot-separated keys; `*` stands for any key or any list index, and a number for
+one list index, e.g. `messages.*.tool_call_id`, `metadata.request_time` or `*.sent_at`.
+A declared object key is removed from both sides before they are compared, so the field
+may differ, or be present on one side only; a declared list item is replaced by a
+placeholder, so the positions of the others do not move. Undeclared fields still match
+exactly.
 """
 
 from __future__ import annotations
@@ -15,16 +19,19 @@ IGNORED = "<ignored>"
 
 
 def _apply(value: Any, parts: Sequence[str]) -> Any:
-    if not parts:
-        return IGNORED
     head, rest = parts[0], parts[1:]
     if isinstance(value, dict):
-        return {
-            key: (_apply(item, rest) if head in ("*", key) else item) for key, item in value.items()
-        }
+        result = {}
+        for key, item in value.items():
+            if head not in ("*", key):
+                result[key] = item
+            elif rest:
+                result[key] = _apply(item, rest)
+            # else: the declared key itself, dropped
+        return result
     if isinstance(value, list):
         return [
-            _apply(item, rest) if head == "*" or head == str(index) else item
+            (_apply(item, rest) if rest else IGNORED) if head in ("*", str(index)) else item
             for index, item in enumerate(value)
         ]
     return value
@@ -35,8 +42,15 @@ def canonical(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True))
 
 
+def parse_path(path: str) -> list[str]:
+    parts = [part for part in path.strip().split(".") if part]
+    if not parts:
+        raise ValueError(f"an ignore path needs at least one key, got {path!r}")
+    return parts
+
+
 def normalise(request: dict[str, Any], ignore: Sequence[str] = ()) -> dict[str, Any]:
     result: Any = canonical(request)
     for path in ignore:
-        result = _apply(result, [part for part in path.split(".") if part])
+        result = _apply(result, parse_path(path))
     return result

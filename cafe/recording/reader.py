@@ -1,15 +1,24 @@
 """Reading a recording strictly, line by line, without ever writing to it.
 
 Each problem is raised as the named error that says which file, line and field, and what
-was expected. Values are described by type, never quoted.
+was expected. Values are described by type and size, never quoted: a recording holds
+customer conversations and these messages end up in CI logs.
+
+The file is opened read-only and read one line at a time, each line bounded by
+`format.MAX_LINE_BYTES`, so a corrupt or hostile file is never parsed into memory whole.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from cafe.recording import format as _format
 from cafe.recording.errors import (
     MalformedLine,
     NotARecording,
@@ -19,8 +28,8 @@ from cafe.recording.errors import (
 )
 from cafe.recording.format import (
     FORMAT_NAME,
+    FORMAT_VERSION,
     LEGACY_VERSION,
-    MAX_LINE_BYTES,
     SUPPORTED_VERSIONS,
     Ending,
     Header,
@@ -29,8 +38,11 @@ from cafe.recording.format import (
     Timing,
 )
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
 
 def _kind(value: Any) -> str:
+    """What a value is, by type and size, never its content."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -43,22 +55,64 @@ def _kind(value: Any) -> str:
         return f"a string of {len(value)} characters"
     if isinstance(value, list):
         return f"an array of {len(value)}"
-    return "an object with keys " + ",".join(sorted(value)) if value else "an empty object"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} key(s)" if value else "an empty object"
+    return type(value).__name__
 
 
 def _found(obj: dict[str, Any], key: str) -> str:
     return _kind(obj[key]) if key in obj else "no such key"
 
 
-def _read_bytes(path: Path) -> bytes:
+class _NotJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotJson("a number too large for a 64-bit float")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _NotJson("an object with a duplicated key")
+    return result
+
+
+def _decode(text: str) -> Any:
+    return json.loads(
+        text,
+        parse_constant=_reject_constant,
+        parse_float=_strict_float,
+        object_pairs_hook=_unique_keys,
+    )
+
+
+def open_for_reading(path: Path) -> IO[bytes]:
+    """Open a regular file read-only, or raise the named error saying why not."""
     try:
-        return path.read_bytes()
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise RecordingNotFound(path) from None
     except IsADirectoryError:
         raise NotARecording(path, "it is a directory") from None
     except PermissionError:
         raise NotARecording(path, "it cannot be read (permission denied)") from None
+    except OSError as error:
+        raise NotARecording(path, f"it cannot be opened ({type(error).__name__})") from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        why = "it is a directory" if stat.S_ISDIR(mode) else "it is not a regular file"
+        raise NotARecording(path, why)
+    return os.fdopen(descriptor, "rb")
 
 
 class _LineReader:
@@ -69,31 +123,44 @@ class _LineReader:
         return MalformedLine(self.path, line, expected, found, field)
 
     def parse(self, raw: bytes, number: int) -> dict[str, Any]:
-        if len(raw) > MAX_LINE_BYTES:
-            raise self.fail(number, f"a line of at most {MAX_LINE_BYTES} bytes", f"{len(raw)} bytes")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             if number == 1:
-                raise NotARecording(self.path, "line 1 is binary, not UTF-8 text") from None
-            raise self.fail(number, "UTF-8 text", f"a byte that is not UTF-8 at offset {error.start}") from None
+                raise NotARecording(self.path, "line 1 is binary, not UTF-8 text", line=1) from None
+            raise self.fail(
+                number, "UTF-8 text", f"a byte that is not UTF-8 at offset {error.start}"
+            ) from None
         if not text.strip():
             raise self.fail(number, "a JSON object", "an empty line")
         try:
-            value = json.loads(text)
+            value = _decode(text)
         except json.JSONDecodeError as error:
             if number == 1:
-                raise NotARecording(self.path, f"line 1 is not JSON ({error.msg})") from None
-            raise self.fail(number, "a JSON object", f"invalid JSON ({error.msg} at column {error.colno})") from None
+                raise NotARecording(self.path, f"line 1 is not JSON ({error.msg})", line=1) from None
+            raise self.fail(
+                number, "a JSON object", f"invalid JSON ({error.msg} at column {error.colno})"
+            ) from None
+        except _NotJson as error:
+            raise self.fail(number, "a JSON object", f"invalid JSON ({error})") from None
+        except (ValueError, RecursionError) as error:
+            # int() refuses integers of thousands of digits; deep nesting exhausts the stack.
+            why = "nesting too deep" if isinstance(error, RecursionError) else "a number too long to read"
+            raise self.fail(number, "a JSON object", f"invalid JSON ({why})") from None
         if not isinstance(value, dict):
             raise self.fail(number, "a JSON object", _kind(value))
         return value
 
     def header(self, obj: dict[str, Any]) -> Header:
         if obj.get("format") != FORMAT_NAME:
-            raise NotARecording(self.path, f"line 1 has no \"format\": \"{FORMAT_NAME}\" header")
-        version = obj.get("version")
-        if type(version) is not int or version not in SUPPORTED_VERSIONS or version == LEGACY_VERSION:
+            raise NotARecording(
+                self.path, f'line 1 has a "format" key, but not "{FORMAT_NAME}"', line=1
+            )
+        if "version" not in obj or type(obj["version"]) is not int:
+            raise self.fail(1, f"an integer format version ({FORMAT_VERSION})", _found(obj, "version"),
+                            field="version")
+        version = obj["version"]
+        if version not in SUPPORTED_VERSIONS or version == LEGACY_VERSION:
             raise UnsupportedVersion(self.path, 1, version, SUPPORTED_VERSIONS)
         types = {
             "harness": str, "model": str, "provider": str, "recorded_at": str,
@@ -102,10 +169,18 @@ class _LineReader:
         for key, expected in types.items():
             value = obj.get(key)
             if value is not None and (type(value) is not expected):
-                raise self.fail(1, f"{expected.__name__} or null", _kind(value), field=key)
-        script = obj.get("script")
-        if script is not None and not all(isinstance(line, str) for line in script):
-            raise self.fail(1, "an array of strings", "an array with a non-string", field="script")
+                name = {"str": "a string", "int": "an integer", "list": "an array"}[expected.__name__]
+                raise self.fail(1, f"{name} or null", _kind(value), field=key)
+        for index, line in enumerate(obj.get("script") or []):
+            if not isinstance(line, str):
+                raise self.fail(1, "a string (a customer line)", _kind(line), field=f"script[{index}]")
+        for index, decision in enumerate(obj.get("decisions") or []):
+            where = f"decisions[{index}]"
+            if not isinstance(decision, list) or not 1 <= len(decision) <= 2:
+                raise self.fail(1, "an array [kind] or [kind, payload]", _kind(decision), field=where)
+            if not isinstance(decision[0], str):
+                raise self.fail(1, "a string (approve, reject or edit)", _kind(decision[0]),
+                                field=f"{where}[0]")
         return Header(version=version, **{key: obj.get(key) for key in types})
 
     def call(self, obj: dict[str, Any], number: int, index: int, legacy: bool) -> RecordedCall:
@@ -113,91 +188,180 @@ class _LineReader:
             raise self.fail(number, "a call line", "a second header line")
         if not legacy:
             if type(obj.get("call")) is not int:
-                raise self.fail(number, "an integer", _kind(obj.get("call")), field="call")
+                raise self.fail(number, "an integer call number", _found(obj, "call"), field="call")
             if obj["call"] != index:
-                expected = f"call {index} (calls are numbered in order)"
+                expected = f"call {index} (calls are numbered in order from 1)"
                 raise self.fail(number, expected, f"call {obj['call']}", field="call")
         request, response = obj.get("request"), obj.get("response")
         if not isinstance(request, dict):
             raise self.fail(number, "an object", _found(obj, "request"), field="request")
-        if not isinstance(request.get("messages"), list):
-            raise self.fail(number, "an array of messages", _kind(request.get("messages")), field="request.messages")
+        self.request(request, number)
         if not isinstance(response, dict):
             raise self.fail(number, "an object", _found(obj, "response"), field="response")
+        self.response(response, number)
+        return RecordedCall(index, number, request, response, self.timing(obj, number))
+
+    def request(self, request: dict[str, Any], number: int) -> None:
+        messages = request.get("messages")
+        if not isinstance(messages, list):
+            raise self.fail(number, "an array of messages", _found(request, "messages"),
+                            field="request.messages")
+        for position, message in enumerate(messages):
+            self.message(message, number, f"request.messages[{position}]")
+        tools = request.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise self.fail(number, "an array or null", _kind(tools), field="request.tools")
+        temperature = request.get("temperature")
+        if temperature is not None and (isinstance(temperature, bool)
+                                        or not isinstance(temperature, int | float)):
+            raise self.fail(number, "a number or null", _kind(temperature), field="request.temperature")
+
+    def response(self, response: dict[str, Any], number: int) -> None:
         choices = response.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise self.fail(number, "a non-empty array", _kind(choices), field="response.choices")
-        first = choices[0] if isinstance(choices[0], dict) else {"message": choices[0]}
+            found = _found(response, "choices") if not isinstance(choices, list) else "an empty array"
+            raise self.fail(number, "a non-empty array of choices", found, field="response.choices")
+        for position, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                raise self.fail(number, "an object", _kind(choice), field=f"response.choices[{position}]")
+        first = choices[0]
         if not isinstance(first.get("message"), dict):
-            raise self.fail(number, "an object", _found(first, "message"), field="response.choices[0].message")
-        return RecordedCall(index, number, request, response, self.timing(obj, number))
+            raise self.fail(number, "an object", _found(first, "message"),
+                            field="response.choices[0].message")
+        self.message(first["message"], number, "response.choices[0].message")
+        usage = response.get("usage")
+        if usage is not None and not isinstance(usage, dict):
+            raise self.fail(number, "an object or null", _kind(usage), field="response.usage")
+
+    def message(self, message: Any, number: int, where: str) -> None:
+        if not isinstance(message, dict):
+            raise self.fail(number, "a message object", _kind(message), field=where)
+        if not isinstance(message.get("role"), str):
+            raise self.fail(number, "a string", _found(message, "role"), field=f"{where}.role")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise self.fail(number, "a string, an array of parts or null", _kind(content),
+                            field=f"{where}.content")
+        tool_calls = message.get("tool_calls")
+        if tool_calls is None:
+            return
+        if not isinstance(tool_calls, list):
+            raise self.fail(number, "an array or null", _kind(tool_calls), field=f"{where}.tool_calls")
+        for position, call in enumerate(tool_calls):
+            at = f"{where}.tool_calls[{position}]"
+            if not isinstance(call, dict):
+                raise self.fail(number, "a tool call object", _kind(call), field=at)
+            # A tool result answers its call by this id, as a string: a number or null here
+            # could never be answered, and the replay would refuse the conversation.
+            if not isinstance(call.get("id"), str):
+                raise self.fail(number, "a string id", _found(call, "id"), field=f"{at}.id")
+            function = call.get("function")
+            if not isinstance(function, dict):
+                raise self.fail(number, "an object", _found(call, "function"), field=f"{at}.function")
+            if not isinstance(function.get("name"), str):
+                raise self.fail(number, "a string", _found(function, "name"), field=f"{at}.function.name")
+            if not isinstance(function.get("arguments"), str):
+                raise self.fail(number, "a string of JSON arguments", _found(function, "arguments"),
+                                field=f"{at}.function.arguments")
 
     def timing(self, obj: dict[str, Any], number: int) -> Timing | None:
         if obj.get("timing") is None:
             return None
         timing = obj["timing"]
         if not isinstance(timing, dict):
-            raise self.fail(number, "an object", _kind(timing), field="timing")
+            raise self.fail(number, "an object or null", _kind(timing), field="timing")
         for key in ("start_unix_nano", "duration_ns"):
             value = timing.get(key)
             if type(value) is not int or value < 0:
-                raise self.fail(number, "a non-negative integer", _kind(value), field=f"timing.{key}")
+                found = "a negative integer" if type(value) is int else _found(timing, key)
+                raise self.fail(number, "a non-negative integer (nanoseconds)", found,
+                                field=f"timing.{key}")
         return Timing(timing["start_unix_nano"], timing["duration_ns"])
 
-    def ending(self, obj: dict[str, Any], number: int) -> Ending:
+    def ending(self, obj: dict[str, Any], number: int, calls: int) -> Ending:
         end = obj["end"]
         if not isinstance(end, dict):
             raise self.fail(number, "an object", _kind(end), field="end")
-        expected = {"stop_reason": str, "model_calls": int, "transcript_sha256": str}
-        for key, kind in expected.items():
+        expected = {"stop_reason": (str, "a string"), "model_calls": (int, "an integer"),
+                    "transcript_sha256": (str, "a string")}
+        for key, (kind, name) in expected.items():
             if type(end.get(key)) is not kind:
-                raise self.fail(number, kind.__name__, _found(end, key), field=f"end.{key}")
+                raise self.fail(number, name, _found(end, key), field=f"end.{key}")
+        if end["model_calls"] != calls:
+            raise self.fail(number, f"{calls} (the number of calls recorded above)",
+                            f"{end['model_calls']}" if 0 <= end["model_calls"] < 10**9 else "another integer",
+                            field="end.model_calls")
+        if not _SHA256.fullmatch(end["transcript_sha256"]):
+            raise self.fail(number, "64 lowercase hex digits", _kind(end["transcript_sha256"]),
+                            field="end.transcript_sha256")
         return Ending(end["stop_reason"], end["model_calls"], end["transcript_sha256"])
+
+
+def _lines(source: IO[bytes], reader: _LineReader):
+    """(number, raw bytes without the newline, terminated?) for each line, each bounded."""
+    limit = _format.MAX_LINE_BYTES
+    number = 0
+    while True:
+        raw = source.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        terminated = raw.endswith(b"\n")
+        if terminated:
+            raw = raw[:-1]
+        if len(raw) > limit:
+            raise reader.fail(number, f"a line of at most {limit} bytes", f"a longer line ({len(raw)}+ bytes)")
+        yield number, raw, terminated
 
 
 def load_recording(path: Path | str, *, allow_truncated: bool = False) -> Recording:
     """Read and check a whole recording. With `allow_truncated`, a last line cut short by a
-    crash is dropped (and `truncated` is set) instead of raising `TruncatedRecording`."""
+    crash is dropped (and `truncated` is set) instead of raising `TruncatedRecording`.
+    The file is opened read-only; reading never changes it."""
     path = Path(path)
-    data = _read_bytes(path)
-    if not data:
-        raise NotARecording(path, "the file is empty")
     reader = _LineReader(path)
-    raw_lines = data.split(b"\n")
-    unterminated = raw_lines.pop()  # b"" when the file ends with a newline
-    lines = [*raw_lines, unterminated] if unterminated else raw_lines
-
     header: Header | None = None
     calls: list[RecordedCall] = []
     ending: Ending | None = None
     truncated = False
-    for number, raw in enumerate(lines, start=1):
-        is_cut = bool(unterminated) and number == len(lines)
-        try:
-            obj = reader.parse(raw, number)
-        except (MalformedLine, NotARecording):
-            if not is_cut or number == 1:
-                raise
-            if not allow_truncated:
-                raise TruncatedRecording(path, number, len(calls)) from None
-            truncated = True
-            break
-        if number == 1:
-            if "format" in obj:
-                header = reader.header(obj)
+    with open_for_reading(path) as source:
+        for number, raw, terminated in _lines(source, reader):
+            try:
+                obj = reader.parse(raw, number)
+            except (MalformedLine, NotARecording):
+                # Only an unterminated last line can be a crash artefact; anything else
+                # malformed is reported as what it is.
+                if terminated:
+                    raise
+                if number == 1:
+                    if raw.lstrip().startswith(b"{"):
+                        raise TruncatedRecording(path, 1, 0, usable=False) from None
+                    raise
+                if not allow_truncated:
+                    raise TruncatedRecording(path, number, len(calls)) from None
+                truncated = True
+                break
+            if header is None:
+                if "format" in obj:
+                    header = reader.header(obj)
+                    continue
+                if "call" in obj:
+                    raise reader.fail(1, "the header line", "a call line (the header is missing)")
+                if "request" in obj or "response" in obj:
+                    header = Header(version=LEGACY_VERSION)
+                else:
+                    raise NotARecording(
+                        path, "line 1 is neither a header nor a {request, response} line", line=1
+                    )
+            if ending is not None:
+                raise reader.fail(number, "nothing after the end line", "another line")
+            legacy = header.version == LEGACY_VERSION
+            if "end" in obj and not legacy:
+                ending = reader.ending(obj, number, len(calls))
                 continue
-            if "request" in obj or "response" in obj:
-                header = Header(version=LEGACY_VERSION)
-            else:
-                raise NotARecording(path, "line 1 is neither a header nor a {request, response} line")
-        if ending is not None:
-            raise reader.fail(number, "nothing after the end line", "another line")
-        if "end" in obj and header.version != LEGACY_VERSION:  # type: ignore[union-attr]
-            ending = reader.ending(obj, number)
-            continue
-        legacy = header.version == LEGACY_VERSION  # type: ignore[union-attr]
-        calls.append(reader.call(obj, number, len(calls) + 1, legacy))
-    assert header is not None
+            calls.append(reader.call(obj, number, len(calls) + 1, legacy))
+    if header is None:
+        raise NotARecording(path, "the file is empty")
     return Recording(path, header, calls, ending, truncated)
 
 

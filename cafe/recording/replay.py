@@ -16,9 +16,9 @@ from typing import Any
 
 from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
 from cafe.recording.diff import first_difference, summarise_request
-from cafe.recording.errors import RecordingExhausted, ReplayMismatch, UnusedCalls
+from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
 from cafe.recording.format import Recording
-from cafe.recording.normalise import normalise
+from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 
@@ -34,8 +34,13 @@ class ReplayClient:
         self.recording = source if isinstance(source, Recording) else load_recording(source)
         self.model = self.recording.model or "unknown"
         self.provider = self.recording.header.provider or "unknown"
+        for declared in ignore:
+            try:
+                parse_path(declared)
+            except ValueError as error:
+                raise RecordingError(f"{self.recording.path}: {error}") from None
         self._ignore = tuple(ignore)
-        self._scrubber = scrubber or Scrubber()
+        self._scrubber = scrubber or Scrubber.from_environment()
         self.calls = 0
 
     @property
@@ -50,7 +55,7 @@ class ReplayClient:
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
         # The incoming request is scrubbed exactly as the recorder scrubbed the line.
-        return json.loads(self._scrubber.scrub(json.dumps(request, ensure_ascii=False)))
+        return json.loads(self._scrubber.scrub(json.dumps(request, ensure_ascii=False, sort_keys=True)))
 
     def chat(
         self,

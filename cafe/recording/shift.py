@@ -44,7 +44,10 @@ def record_shift(
     )
     try:
         run = run_shift(recorder, script, responder, tracer=tracer, **shift_options)
-        recorder.finish(Ending(run.stop_reason, run.model_calls, transcript_digest(run)))
+        # The digest is of the conversation as the recording holds it (scrubbed), which is
+        # what a replay of it can reproduce.
+        digest = transcript_digest(recorder.writer.scrubbed(run.messages))
+        recorder.finish(Ending(run.stop_reason, run.model_calls, digest))
     finally:
         recorder.close()
     return run, tracer

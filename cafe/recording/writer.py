@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cafe.clients.base import ChatClient, Message, Response, build_request
-from cafe.recording.errors import RecordingDisabled, RecordingExists
+from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
 from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.scrub import Scrubber
@@ -30,6 +30,12 @@ def _open_for_recording(path: Path, mode: RecordMode) -> IO[str]:
         descriptor = os.open(path, flags, 0o600)
     except FileExistsError:
         raise RecordingExists(path) from None
+    except FileNotFoundError:
+        raise RecordingUnwritable(path, "its directory does not exist") from None
+    except IsADirectoryError:
+        raise RecordingUnwritable(path, "it is a directory") from None
+    except PermissionError:
+        raise RecordingUnwritable(path, "permission denied") from None
     os.fchmod(descriptor, 0o600)  # an existing file re-recorded under `all` keeps no wider mode
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
@@ -45,18 +51,49 @@ class RecordingWriter:
         durable: bool = False,
     ) -> None:
         self.path = Path(path)
-        self._scrubber = scrubber or Scrubber()
+        self._scrubber = scrubber or Scrubber.from_environment()
         self._durable = durable
         self._file = _open_for_recording(self.path, RecordMode.parse(mode))
         self.calls = 0
+        self.lines = 0
         self._write_line(header.to_json())
 
     def _write_line(self, obj: dict[str, Any]) -> None:
-        text = self._scrubber.scrub(json.dumps(obj, ensure_ascii=False, sort_keys=True))
+        """The one place a line is written: serialised, scrubbed, then written whole."""
+        try:
+            text = json.dumps(obj, ensure_ascii=False, sort_keys=True, allow_nan=False)
+        except ValueError:
+            raise RecordingError(
+                f"{self.path}: line {self.lines + 1} cannot be recorded: it holds NaN or an "
+                "infinite number, which JSON cannot represent"
+            ) from None
+        except TypeError as error:
+            raise RecordingError(
+                f"{self.path}: line {self.lines + 1} cannot be recorded: {error}"
+            ) from None
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (from a `\ud800` escape) has no UTF-8 form: keep it escaped.
+            text = json.dumps(obj, ensure_ascii=True, sort_keys=True, allow_nan=False)
+        text = self._scrubber.scrub(text)
+        try:
+            json.loads(text)
+        except ValueError:
+            # Fail closed: a pattern that cut through the JSON must not write a broken line.
+            raise RecordingError(
+                f"{self.path}: line {self.lines + 1} was not written: a scrub pattern's "
+                "replacement broke its JSON (make the pattern match inside a string)"
+            ) from None
         self._file.write(text + "\n")
+        self.lines += 1
         self._file.flush()
         if self._durable:
             os.fsync(self._file.fileno())
+
+    def scrubbed(self, value: Any) -> Any:
+        """`value` as it would read back from this recording: serialised and scrubbed."""
+        return json.loads(self._scrubber.scrub(json.dumps(value, ensure_ascii=False, sort_keys=True)))
 
     def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
         self.calls += 1
@@ -94,7 +131,7 @@ class RecordingClient:
         self._wall_clock_ns = wall_clock_ns
         self._monotonic_ns = monotonic_ns
         secrets = client.secrets() if hasattr(client, "secrets") else []
-        scrubber = (scrubber or Scrubber()).with_literals(secrets)
+        scrubber = (scrubber or Scrubber.from_environment()).with_literals(secrets)
         origin = wall_clock_ns()
         header = Header(
             version=FORMAT_VERSION,

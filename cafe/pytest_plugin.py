@@ -1,0 +1,203 @@
+"""cafe's pytest plugin: record a test's model calls once, replay them in CI.
+
+Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for the
+`cafe_recording` fixture and gets a chat client:
+
+    def test_latte(cafe_recording):
+        run = run_shift(cafe_recording, ["A latte, please."], make_responder([]))
+        assert run.stop_reason == "answered"
+
+- The recording lives next to the test file, in `recordings/<module>/<test>.jsonl`, or
+  where `@pytest.mark.cafe_recording(path=...)` says (relative to the test file).
+- With no recording, the test records one through the client the `cafe_model_client`
+  fixture gives (by default the one `cafe.clients.get_client()` picks: offline unless
+  COURSE_MODE=live; override the fixture to record something else). The recording is
+  written beside its final name and moved into place only when the test passes, so a
+  failed test never leaves a half recording to be replayed.
+- With a recording, the test replays it: responses are served in order, each request
+  must match (`ReplayMismatch` otherwise; declare volatile fields with
+  `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), network connections are
+  refused for the whole test, and when the test body ends every recorded call must have
+  been made: a test that made fewer calls fails naming the first unused one.
+- `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
+  when there is no recording; `all` re-records every time; `none` never records, so a
+  missing recording fails the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cafe.recording.errors import NetworkRefused, RecordingError, ReplayError
+from cafe.recording.modes import RecordMode
+from cafe.recording.reader import load_recording
+from cafe.recording.replay import ReplayClient
+from cafe.recording.writer import RecordingClient
+
+_REPLAY = pytest.StashKey[ReplayClient]()
+_CALL_PASSED = pytest.StashKey[bool]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cafe", "cafe recordings")
+    group.addoption(
+        "--cafe-record-mode",
+        choices=[mode.value for mode in RecordMode],
+        default=None,
+        help="once: record only when a test has no recording (default); all: re-record; "
+             "none: never record (a missing recording fails the test)",
+    )
+    parser.addini("cafe_record_mode", "default for --cafe-record-mode", default=RecordMode.ONCE.value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cafe_recording(path=None, *, ignore=(), allow_truncated=False): where this test's cafe "
+        "recording lives (relative to the test file) and which request fields replay ignores",
+    )
+
+
+def record_mode(config: pytest.Config) -> RecordMode:
+    chosen = config.getoption("--cafe-record-mode") or config.getini("cafe_record_mode")
+    try:
+        return RecordMode.parse(chosen)
+    except ValueError as error:
+        raise pytest.UsageError(f"cafe_record_mode: {error}") from None
+
+
+def recording_path(request: pytest.FixtureRequest) -> Path:
+    marker = request.node.get_closest_marker("cafe_recording")
+    explicit = (marker.kwargs.get("path") or (marker.args[0] if marker.args else None)) if marker else None
+    here = Path(request.node.path).parent
+    if explicit:
+        path = Path(explicit)
+        return path if path.is_absolute() else here / path
+    test = "::".join(request.node.nodeid.split("::")[1:]) or request.node.name
+    name = re.sub(r"[^\w.-]+", "_", test.replace("::", ".")).strip("_") or "test"
+    return here / "recordings" / Path(request.node.path).stem / f"{name}.jsonl"
+
+
+@pytest.fixture
+def cafe_model_client() -> Any:
+    """The client a recording is made from (only built when recording). Override it in a
+    conftest.py to record through another client."""
+    from cafe.clients.select import get_client
+
+    return get_client()
+
+
+@pytest.fixture
+def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A chat client that records this test's model calls on its first run and replays
+    them afterwards, with the network refused and exhaustion checked."""
+    marker = request.node.get_closest_marker("cafe_recording")
+    options = marker.kwargs if marker else {}
+    mode = record_mode(request.config)
+    path = recording_path(request)
+    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
+        yield from _record(request, path)
+        return
+    if not path.exists():
+        pytest.fail(
+            f"cafe: {path}: no recording, and record mode 'none' forbids making one "
+            "(run once with --cafe-record-mode=once to record it)",
+            pytrace=False,
+        )
+    try:
+        recording = load_recording(path, allow_truncated=bool(options.get("allow_truncated")))
+        client = ReplayClient(recording, ignore=tuple(options.get("ignore", ())))
+    except RecordingError as error:
+        pytest.fail(f"cafe: {error}", pytrace=False)
+    request.node.stash[_REPLAY] = client
+    with _network_refused(path):
+        yield client
+
+
+def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
+    inner = request.getfixturevalue("cafe_model_client")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        client = RecordingClient(inner, partial, mode=RecordMode.ALL)
+    except RecordingError as error:
+        pytest.fail(f"cafe: {error}", pytrace=False)
+    try:
+        yield client
+    finally:
+        client.close()
+        if request.node.stash.get(_CALL_PASSED, False):
+            os.replace(partial, path)
+        else:
+            # A failed test's calls hold customer text and are no contract: drop them.
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+
+
+@contextlib.contextmanager
+def _network_refused(path: Path) -> Iterator[None]:
+    """Refuse every connection and name lookup that is not a local Unix socket."""
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+    original_getaddrinfo = socket.getaddrinfo
+
+    def _is_local(sock: socket.socket) -> bool:
+        return getattr(socket, "AF_UNIX", None) is not None and sock.family == socket.AF_UNIX
+
+    def _target(address: Any) -> str:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return f"{address[0]}:{address[1]}"
+        return "a network address"
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if _is_local(self):
+            return original_connect(self, address)
+        raise NetworkRefused(path, _target(address))
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if _is_local(self):
+            return original_connect_ex(self, address)
+        raise NetworkRefused(path, _target(address))
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NetworkRefused(path, f"{host}:{port} (a name lookup)")
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = getaddrinfo
+    try:
+        yield
+    finally:
+        socket.socket.connect = original_connect  # type: ignore[method-assign]
+        socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
+        socket.getaddrinfo = original_getaddrinfo
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    replay = item.stash.get(_REPLAY, None)
+    failure: ReplayError | None = None
+    try:
+        result = yield  # raises when the test body failed: that failure says more
+    except ReplayError as error:
+        if replay is None:
+            raise
+        # One line, not a traceback: the frames' arguments would print the conversation.
+        failure = error
+    if failure is None and replay is not None and replay.unused:
+        try:
+            replay.assert_exhausted()
+        except ReplayError as error:
+            failure = error
+    if failure is not None:
+        pytest.fail(f"cafe: {failure}", pytrace=False)
+    item.stash[_CALL_PASSED] = True
+    return result

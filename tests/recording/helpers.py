@@ -1,0 +1,77 @@
+"""Builders for synthetic recordings, and a way to run the `cafe` command in-process."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from cafe.cli import main
+
+# Stands for customer text: it must never appear in an error message.
+CUSTOMER_TEXT = "CUSTOMER-CANARY: my name is Jo and I live at 1 Example Road"
+SHA = "0" * 64
+
+
+def header(**changes: Any) -> dict[str, Any]:
+    base = {
+        "format": "cafe-recording", "version": 1, "harness": "cafe test", "model": "test-model",
+        "provider": "cafe.test", "recorded_at": "2026-01-01T00:00:00.000000Z", "seed": 7,
+        "clock_origin_unix_nano": 1_700_000_000_000_000_000, "script": [CUSTOMER_TEXT],
+        "decisions": [["approve", None]],
+    }
+    base.update(changes)
+    return base
+
+
+def request(content: str = CUSTOMER_TEXT) -> dict[str, Any]:
+    return {
+        "messages": [{"role": "system", "content": "You are a barista."},
+                     {"role": "user", "content": content}],
+        "tools": None, "temperature": 0.0, "tool_choice": None,
+    }
+
+
+def response(message: dict[str, Any] | None = None) -> dict[str, Any]:
+    message = message or {"role": "assistant", "content": "Coming up: " + CUSTOMER_TEXT}
+    return {
+        "id": "resp-1", "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+    }
+
+
+def call(number: int, **changes: Any) -> dict[str, Any]:
+    base = {
+        "call": number, "request": request(), "response": response(),
+        "timing": {"start_unix_nano": 1_700_000_000_000_000_000 + number, "duration_ns": 1000},
+    }
+    base.update(changes)
+    return base
+
+
+def end(model_calls: int, **changes: Any) -> dict[str, Any]:
+    base = {"stop_reason": "answered", "model_calls": model_calls, "transcript_sha256": SHA}
+    base.update(changes)
+    return {"end": base}
+
+
+def dump(*objects: Any) -> bytes:
+    return b"".join(json.dumps(o, ensure_ascii=False).encode() + b"\n" for o in objects)
+
+
+def valid_bytes(calls: int = 2, ending: bool = True) -> bytes:
+    lines = [header(), *(call(n) for n in range(1, calls + 1))]
+    return dump(*lines, *([end(calls)] if ending else []))
+
+
+def run_cli(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), environ=environ or {}, out=out, err=err, load_plugins=lambda warn: [])
+    return code, out.getvalue(), err.getvalue()
+
+
+def snapshot(path: Path) -> tuple[bytes, int, int]:
+    stat = path.stat()
+    return path.read_bytes(), stat.st_mtime_ns, stat.st_mode

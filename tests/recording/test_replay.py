@@ -1,0 +1,189 @@
+"""Replay: the format round trip, the legacy form, mismatches with a structural diff,
+unused calls, exhaustion, and declared normalisation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cafe.clients.canned import CannedClient
+from cafe.clients.scripted import ScriptedClient
+from cafe.consent import make_responder
+from cafe.recording import (
+    FORMAT_VERSION,
+    RecordingClient,
+    RecordingExhausted,
+    ReplayClient,
+    ReplayMismatch,
+    UnusedCalls,
+    load_recording,
+    normalise,
+    record_shift,
+    replay_shift,
+)
+from cafe.recording.diff import first_difference
+from cafe.transcript import transcript
+from tests.recording.helpers import CUSTOMER_TEXT, run_cli
+
+SCRIPT = ["A latte and a chocolate croissant, please.", "Nothing else, thanks."]
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), SCRIPT, path, responder=make_responder([("approve", None)]), seed=5,
+                 wall_clock_ns=lambda: 1_700_000_000_000_000_000)
+    return path
+
+
+def test_header_calls_timing_and_end(recorded: Path):
+    lines = [json.loads(line) for line in recorded.read_text().splitlines()]
+    head = lines[0]
+    assert head["format"] == "cafe-recording" and head["version"] == FORMAT_VERSION
+    assert head["seed"] == 5 and head["clock_origin_unix_nano"] == 1_700_000_000_000_000_000
+    assert head["script"] == SCRIPT and head["model"] == "scripted-barista-1"
+    assert head["recorded_at"] == "2023-11-14T22:13:20.000000Z"
+    assert [line["call"] for line in lines[1:-1]] == [1, 2, 3]
+    assert all(set(line["timing"]) == {"start_unix_nano", "duration_ns"} for line in lines[1:-1])
+    assert lines[-1]["end"]["model_calls"] == 3 and lines[-1]["end"]["stop_reason"] == "answered"
+    assert recorded.stat().st_mode & 0o777 == 0o600
+
+
+def test_replay_is_content_identical_with_zero_model_calls(recorded: Path):
+    live = ScriptedClient()
+    again = recorded.with_name("again.jsonl")
+    run, _ = record_shift(live, SCRIPT, again, responder=make_responder([("approve", None)]))
+    replayed, _ = replay_shift(recorded)
+    assert transcript(replayed) == transcript(run)
+    code, out, err = run_cli("replay", str(recorded))
+    assert code == 0, err
+    assert "0 model calls" in out and "transcript matches" in out
+
+
+def test_legacy_request_response_lines_load_as_version_0(recorded: Path, tmp_path: Path):
+    legacy = tmp_path / "legacy.jsonl"
+    calls = load_recording(recorded).calls
+    legacy.write_text("".join(json.dumps({"request": c.request, "response": c.response}) + "\n" for c in calls))
+    recording = load_recording(legacy)
+    assert recording.header.version == 0 and len(recording.calls) == 3 and recording.ending is None
+    assert recording.calls[0].timing is None
+    run, _ = replay_shift(legacy)  # the script is read from the last request's user messages
+    assert run.model_calls == 3
+    code, _out, err = run_cli("replay", str(legacy))
+    assert code == 0, err
+
+
+def test_a_changed_prompt_is_a_mismatch_naming_call_and_path(recorded: Path):
+    changed = ["A latte and a blueberry muffin, please.", SCRIPT[1]]
+    with pytest.raises(ReplayMismatch) as caught:
+        replay_shift(recorded, changed)
+    error = caught.value
+    assert error.call == 1 and error.json_path == "$.messages[1].content"
+    assert error.recorded.startswith("text(") and error.incoming.startswith("text(")
+    assert "latte" not in str(error) and "muffin" not in str(error)
+    assert len(str(error)) < 300
+
+
+def test_mismatch_exit_code_at_the_cli(recorded: Path, tmp_path: Path):
+    script = tmp_path / "script.txt"
+    script.write_text("A latte and a blueberry muffin, please.\nNothing else, thanks.\n")
+    code, out, err = run_cli("replay", str(recorded), "--script", str(script))
+    assert code == ReplayMismatch.exit_code and out == "" and err.count("\n") == 1
+    assert "call 1" in err and "$.messages[1].content" in err and "muffin" not in err
+
+
+def test_one_call_fewer_names_the_first_unused_call(recorded: Path, tmp_path: Path):
+    with pytest.raises(UnusedCalls) as caught:
+        replay_shift(recorded, SCRIPT[:1])
+    error = caught.value
+    assert error.unused == 1 and error.first_call == 3
+    assert "1 recorded call(s) were never made, from call 3" in str(error)
+    assert "line 4: 7 messages, the last from user, 21 chars" in str(error) and "Nothing else" not in str(error)
+    script = tmp_path / "short.txt"
+    script.write_text(SCRIPT[0] + "\n")
+    code, _, err = run_cli("replay", str(recorded), "--script", str(script))
+    assert code == UnusedCalls.exit_code and err.count("\n") == 1
+
+
+def test_more_calls_than_recorded_is_exhaustion(recorded: Path, tmp_path: Path):
+    with pytest.raises(RecordingExhausted) as caught:
+        replay_shift(recorded, [*SCRIPT, "And a cookie."])
+    assert "call 4 was made, but the recording holds only 3" in str(caught.value)
+    script = tmp_path / "long.txt"
+    script.write_text("\n".join([*SCRIPT, "And a cookie."]) + "\n")
+    code, _, err = run_cli("replay", str(recorded), "--script", str(script))
+    assert code == RecordingExhausted.exit_code and err.count("\n") == 1
+
+
+def test_diff_treats_json_numbers_as_numbers():
+    assert first_difference({"t": 0}, {"t": 0.0}) is None
+    assert first_difference({"t": 1}, {"t": True}) is not None
+    assert first_difference({"n": 10**30}, {"n": 10**30 + 1}).recorded == "integer(31 digits)"
+
+
+def test_diff_describes_without_quoting_customer_text():
+    recorded = {"messages": [{"role": "user", "name": "Jo Bloggs", "content": CUSTOMER_TEXT}]}
+    incoming = {"messages": [{"role": "user", "name": "Jo Blogs", "content": CUSTOMER_TEXT}]}
+    difference = first_difference(recorded, incoming)
+    assert difference.path == "$.messages[0].name" and "Jo" not in difference.recorded + difference.incoming
+    tools = first_difference({"f": {"function": {"name": "a"}}}, {"f": {"function": {"name": "b"}}})
+    assert (tools.recorded, tools.incoming) == ("'a'", "'b'")
+    assert first_difference({"a": 1}, {}).incoming == "absent"
+
+
+# --- normalisation by declaration -----------------------------------------------------------
+
+
+def _stamped(stamp: str, text: str = "A latte, please.") -> list[dict]:
+    return [{"role": "system", "content": "be brief"},
+            {"role": "user", "content": text, "sent_at": stamp, "meta": {"request_id": stamp}}]
+
+
+@pytest.fixture
+def stamped(tmp_path: Path) -> Path:
+    path = tmp_path / "stamped.jsonl"
+    recorder = RecordingClient(CannedClient([{"content": "Coming up."}]), path)
+    recorder.chat(_stamped("2026-01-01T00:00:00Z"))
+    recorder.close()
+    return path
+
+
+def test_declared_volatile_fields_are_ignored(stamped: Path):
+    replay = ReplayClient(stamped, ignore=["messages.*.sent_at", "messages.*.meta.request_id"])
+    response = replay.chat(_stamped("2026-11-29T10:00:00Z"))
+    assert response["choices"][0]["message"]["content"] == "Coming up."
+    replay.assert_exhausted()
+
+
+def test_an_undeclared_volatile_field_still_mismatches(stamped: Path):
+    with pytest.raises(ReplayMismatch) as caught:
+        ReplayClient(stamped, ignore=["messages.*.sent_at"]).chat(_stamped("2026-11-29T10:00:00Z"))
+    assert caught.value.json_path == "$.messages[1].meta.request_id"
+
+
+def test_an_undeclared_change_next_to_a_declared_one_still_mismatches(stamped: Path):
+    replay = ReplayClient(stamped, ignore=["messages.*.sent_at", "messages.*.meta.request_id"])
+    with pytest.raises(ReplayMismatch) as caught:
+        replay.chat(_stamped("2026-11-29T10:00:00Z", text="A mocha, please."))
+    assert caught.value.json_path == "$.messages[1].content"
+
+
+def test_cli_ignore_option(stamped: Path, tmp_path: Path):
+    # The CLI replays a whole shift; here the declared path covers the tool_call_id.
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), SCRIPT, path, responder=make_responder([("approve", None)]))
+    code, _, err = run_cli("replay", str(path), "--ignore", "messages.*.tool_call_id")
+    assert code == 0, err
+
+
+def test_normalise_paths():
+    request = {"metadata": {"request_time": 5, "user": "u"}, "messages": [{"a": 1}, {"a": 2}]}
+    assert normalise(request, ["metadata.request_time"]) == {"metadata": {"user": "u"},
+                                                              "messages": [{"a": 1}, {"a": 2}]}
+    assert normalise(request, ["messages.1"])["messages"] == [{"a": 1}, "<ignored>"]
+    assert normalise(request, ["*.request_time"])["metadata"] == {"user": "u"}
+    assert normalise({"m": {"x": 1}}, ["m.x"]) == normalise({"m": {}}, ["m.x"])  # present on one side only
+    with pytest.raises(ValueError):
+        normalise(request, ["..."])
