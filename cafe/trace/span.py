@@ -49,6 +49,9 @@ class SpanNode:
     end: float | None = None
     error_type: str | None = None
     generation: Generation | None = field(default=None, repr=False)
+    # The exception that ended the span, for exporters that record it (cafe_otel). Kept out
+    # of repr and as_dict: its message may quote customer text.
+    exception: BaseException | None = field(default=None, repr=False)
 
     @property
     def duration(self) -> float:

@@ -35,6 +35,7 @@ class Tracer:
             yield node
         except BaseException as error:
             node.error_type = type(error).__name__
+            node.exception = error
             raise
         finally:
             self._close(node)

@@ -29,7 +29,10 @@ class TracingClient:
         return f"TracingClient({self.inner!r})"
 
     def __getattr__(self, name: str) -> Any:
-        # server_address, secrets() and the like belong to the wrapped client.
+        # server_address, secrets() and the like belong to the wrapped client. Without `inner`
+        # (a copy being built) there is nothing to delegate to: recursing would never end.
+        if name == "inner":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def chat(

@@ -1,0 +1,39 @@
+"""cafe_otel: the café harness's spans as OpenTelemetry GenAI spans (semconv 1.41.1).
+
+Metadata-only by default, with a fail-soft, bounded export boundary. Importing this
+package has no side effects: nothing global is set; `configure()` returns a handle.
+"""
+
+from cafe_otel.account import TelemetryAccount
+from cafe_otel.batch import BoundedBatchSpanProcessor
+from cafe_otel.configure import TelemetryConfigError, TelemetryHandle, configure, resolve_settings
+from cafe_otel.content import CaptureMode, capture_mode
+from cafe_otel.failsoft import FailSoftSpanExporter
+from cafe_otel.ids import SequentialIdGenerator
+from cafe_otel.metadata_processor import MetadataOnlySpanProcessor, sanitise_span
+from cafe_otel.otlp import describe, diff, encode
+from cafe_otel.recording_export import export_recording
+from cafe_otel.semconv import GENAI_SEMCONV_VERSION, SCHEMA_URL
+from cafe_otel.tracer import OTelTracer
+
+__all__ = [
+    "GENAI_SEMCONV_VERSION",
+    "SCHEMA_URL",
+    "BoundedBatchSpanProcessor",
+    "CaptureMode",
+    "FailSoftSpanExporter",
+    "MetadataOnlySpanProcessor",
+    "OTelTracer",
+    "SequentialIdGenerator",
+    "TelemetryAccount",
+    "TelemetryConfigError",
+    "TelemetryHandle",
+    "capture_mode",
+    "configure",
+    "describe",
+    "diff",
+    "encode",
+    "export_recording",
+    "resolve_settings",
+    "sanitise_span",
+]

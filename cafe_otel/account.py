@@ -1,0 +1,138 @@
+"""The telemetry account: what was shipped and what was lost, and why.
+
+Every place that can lose a span counts it here, so the report at exit is honest. The
+last error is a short text of our own making (operation, exporter class, endpoint,
+exception class): never an exception message that could echo span content.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AccountSnapshot:
+    exported: int
+    dropped_export_failed: int
+    dropped_queue_full: int
+    dropped_redaction_failed: int
+    dropped_unflushed: int
+    mirror_errors: int
+    last_error: str | None
+
+    @property
+    def dropped(self) -> int:
+        return (self.dropped_export_failed + self.dropped_queue_full
+                + self.dropped_redaction_failed + self.dropped_unflushed)
+
+
+class TelemetryAccount:
+    """Thread-safe counters; the exporter thread, the application thread and shutdown all
+    write here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._exported = 0
+        self._export_failed = 0
+        self._queue_full = 0
+        self._redaction_failed = 0
+        self._unflushed = 0
+        self._mirror_errors = 0
+        self._last_error: str | None = None
+        self._last_note: str | None = None
+
+    def add_exported(self, count: int) -> None:
+        with self._lock:
+            self._exported += count
+
+    def add_export_failed(self, count: int, error: str) -> None:
+        with self._lock:
+            self._export_failed += count
+            self._last_error = error
+
+    def add_queue_full(self, count: int = 1) -> None:
+        with self._lock:
+            self._queue_full += count
+            self._last_error = "span queue full: spans dropped before export"
+
+    def add_redaction_failed(self, error: str) -> None:
+        with self._lock:
+            self._redaction_failed += 1
+            self._last_error = error
+
+    def add_unflushed(self, count: int, error: str) -> None:
+        with self._lock:
+            self._unflushed += count
+            self._last_error = error
+
+    def add_mirror_error(self, error: str) -> None:
+        with self._lock:
+            self._mirror_errors += 1
+            self._last_error = error
+
+    def note_error(self, error: str) -> None:
+        """A failure that lost no span (a flush or shutdown that did not answer): kept
+        apart so that it does not hide the error that did lose spans."""
+        with self._lock:
+            self._last_note = error
+
+    def snapshot(self) -> AccountSnapshot:
+        with self._lock:
+            return AccountSnapshot(self._exported, self._export_failed, self._queue_full,
+                                   self._redaction_failed, self._unflushed, self._mirror_errors,
+                                   self._last_error)
+
+    @property
+    def exported(self) -> int:
+        return self.snapshot().exported
+
+    @property
+    def dropped_export_failed(self) -> int:
+        return self.snapshot().dropped_export_failed
+
+    @property
+    def dropped_queue_full(self) -> int:
+        return self.snapshot().dropped_queue_full
+
+    @property
+    def dropped_redaction_failed(self) -> int:
+        return self.snapshot().dropped_redaction_failed
+
+    @property
+    def dropped_unflushed(self) -> int:
+        return self.snapshot().dropped_unflushed
+
+    @property
+    def dropped(self) -> int:
+        return self.snapshot().dropped
+
+    @property
+    def last_error(self) -> str | None:
+        return self.snapshot().last_error
+
+    @property
+    def last_note(self) -> str | None:
+        with self._lock:
+            return self._last_note
+
+    def summary(self) -> str:
+        s = self.snapshot()
+        note = self.last_note
+        line = f"{s.exported} spans exported, {s.dropped} dropped"
+        reasons = [f"{n} {label}" for n, label in (
+            (s.dropped_export_failed, "export failed"), (s.dropped_queue_full, "queue full"),
+            (s.dropped_redaction_failed, "redaction failed"), (s.dropped_unflushed, "not flushed in time"),
+        ) if n]
+        if reasons:
+            line += " (" + ", ".join(reasons) + ")"
+        if s.mirror_errors:
+            line += f", {s.mirror_errors} mirror errors"
+        if s.last_error and (s.dropped or s.mirror_errors):
+            line += f"; last error: {s.last_error}"
+        elif note:
+            line += f"; note: {note}"
+        return line
+
+    def __repr__(self) -> str:
+        return f"TelemetryAccount({self.summary()})"

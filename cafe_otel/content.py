@@ -1,0 +1,153 @@
+"""Content capture: whether conversation text may go on telemetry, and its JSON shape.
+
+Off by default (the spec makes content opt-in). The switch is the official
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`; an explicit argument wins over it.
+Messages are converted from chat-completions bodies to the GenAI convention's parts
+shape: `{role, parts: [{type: text|tool_call|tool_call_response, ...}], finish_reason}`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+class CaptureMode(enum.Enum):
+    NO_CONTENT = "NO_CONTENT"
+    SPAN_ONLY = "SPAN_ONLY"
+    EVENT_ONLY = "EVENT_ONLY"
+    SPAN_AND_EVENT = "SPAN_AND_EVENT"
+
+    @property
+    def on_span(self) -> bool:
+        return self in (CaptureMode.SPAN_ONLY, CaptureMode.SPAN_AND_EVENT)
+
+    @property
+    def on_event(self) -> bool:
+        return self in (CaptureMode.EVENT_ONLY, CaptureMode.SPAN_AND_EVENT)
+
+    @property
+    def enabled(self) -> bool:
+        return self is not CaptureMode.NO_CONTENT
+
+
+_ALIASES = {"TRUE": CaptureMode.SPAN_ONLY, "1": CaptureMode.SPAN_ONLY, "YES": CaptureMode.SPAN_ONLY,
+            "FALSE": CaptureMode.NO_CONTENT, "0": CaptureMode.NO_CONTENT, "NO": CaptureMode.NO_CONTENT,
+            "": CaptureMode.NO_CONTENT}
+
+
+def parse_capture(value: CaptureMode | str | bool | None) -> CaptureMode:
+    """A mode from an enum, a bool, or a string (a mode name or true/false). An unknown
+    string means no content: a typo must not switch content capture on."""
+    if isinstance(value, CaptureMode):
+        return value
+    if value is None or value is False:
+        return CaptureMode.NO_CONTENT
+    if value is True:
+        return CaptureMode.SPAN_ONLY
+    text = str(value).strip().upper()
+    if text in _ALIASES:
+        return _ALIASES[text]
+    try:
+        return CaptureMode(text)
+    except ValueError:
+        return CaptureMode.NO_CONTENT
+
+
+def capture_mode(
+    explicit: CaptureMode | str | bool | None = None, environ: Mapping[str, str] | None = None
+) -> CaptureMode:
+    """The explicit argument when given, else the environment variable, else NO_CONTENT."""
+    if explicit is not None:
+        return parse_capture(explicit)
+    environ = os.environ if environ is None else environ
+    return parse_capture(environ.get(CAPTURE_ENV))
+
+
+def _maybe_json(text: Any) -> Any:
+    # Tool arguments and results are JSON strings in chat-completions; the convention
+    # prefers the structured value when there is one.
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _text_parts(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    if isinstance(content, list):  # chat-completions content parts
+        parts = []
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "text":
+                parts.append({"type": "text", "content": item.get("text", "")})
+            else:
+                parts.append({"type": str((item or {}).get("type", "unknown")) if isinstance(item, dict)
+                              else "unknown"})
+        return parts
+    return [{"type": "text", "content": str(content)}]
+
+
+def message_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    if message.get("role") == "tool":
+        return [{"type": "tool_call_response", "id": message.get("tool_call_id"),
+                 "response": _maybe_json(message.get("content"))}]
+    parts = _text_parts(message.get("content"))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
+                      "arguments": _maybe_json(function.get("arguments"))})
+    return parts
+
+
+def input_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat history without system messages (those go to system_instructions)."""
+    return [{"role": m.get("role"), "parts": message_parts(m)}
+            for m in messages if m.get("role") != "system"]
+
+
+def system_instructions(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "system":
+            parts.extend(_text_parts(message.get("content")))
+    return parts
+
+
+# Chat-completions finish reasons onto the convention's output-message enumeration.
+_FINISH = {"stop": "stop", "length": "length", "content_filter": "content_filter",
+           "tool_calls": "tool_call", "function_call": "tool_call"}
+
+
+def output_messages(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for choice in response.get("choices") or []:
+        message = choice.get("message") or {}
+        raw = choice.get("finish_reason")
+        found.append({"role": message.get("role", "assistant"), "parts": message_parts(message),
+                      "finish_reason": _FINISH.get(str(raw), "error" if raw is None else str(raw))})
+    return found
+
+
+def tool_definitions(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    found = []
+    for tool in tools or []:
+        function = tool.get("function") or {}
+        found.append({"type": tool.get("type", "function"), "name": function.get("name"),
+                      "description": function.get("description"),
+                      "parameters": function.get("parameters")})
+    return found
+
+
+def to_json(value: Any) -> str:
+    """Compact, key-sorted JSON: attribute values must be strings, and stable."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)

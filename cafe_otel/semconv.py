@@ -1,0 +1,100 @@
+"""Every attribute name, span-name format and pinned version, in one place.
+
+The GenAI conventions are in Development status and moved out of core semconv after
+1.41.1, the last core release that carries them. The installed
+`opentelemetry-semantic-conventions` marks its GenAI constants deprecated ("moved"), so we
+keep plain strings of our own, pinned to 1.41.1; `tests/otel/test_semconv.py` checks them
+against the installed package so that a rename upstream shows up as a failing test.
+"""
+
+from __future__ import annotations
+
+GENAI_SEMCONV_VERSION = "1.41.1"
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{GENAI_SEMCONV_VERSION}"
+INSTRUMENTATION_NAME = "cafe_otel"
+
+# --- GenAI metadata attributes (semconv 1.41.1) ---------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+
+# --- GenAI content attributes: set only when content capture is on -------------------
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+CONTENT_ATTRIBUTES = frozenset({
+    GEN_AI_INPUT_MESSAGES, GEN_AI_OUTPUT_MESSAGES, GEN_AI_SYSTEM_INSTRUCTIONS,
+    GEN_AI_TOOL_DEFINITIONS, GEN_AI_TOOL_CALL_ARGUMENTS, GEN_AI_TOOL_CALL_RESULT,
+})
+# The event that carries content when capture is EVENT_ONLY or SPAN_AND_EVENT.
+CONTENT_EVENT_NAME = "gen_ai.client.inference.operation.details"
+
+# --- Operation names and well-known values --------------------------------------------
+OP_INVOKE_AGENT = "invoke_agent"
+OP_CHAT = "chat"
+OP_EXECUTE_TOOL = "execute_tool"
+TOOL_TYPE_FUNCTION = "function"
+
+# --- General conventions --------------------------------------------------------------
+ERROR_TYPE = "error.type"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+EXCEPTION_EVENT_NAME = "exception"
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+SERVICE_NAME = "service.name"
+SERVICE_VERSION = "service.version"
+SERVICE_INSTANCE_ID = "service.instance.id"
+
+# --- Our own namespace: facts the conventions have no attribute for -------------------
+CAFE_PHASE = "cafe.phase"
+CAFE_TURN = "cafe.turn"
+CAFE_STOP_REASON = "cafe.stop_reason"
+CAFE_SHIFT_TURNS = "cafe.shift.turns"
+CAFE_SHIFT_TICKETS = "cafe.shift.tickets"
+CAFE_TOOL_STATUS = "cafe.tool.status"
+CAFE_TICKET_NUMBER = "cafe.ticket.number"
+# Requested tool names live inside gen_ai.output.messages (content); the metadata view
+# needs them without the content, so they get a key of ours.
+CAFE_GEN_AI_TOOL_CALLS = "cafe.gen_ai.tool_calls"
+CAFE_RECORDING_VERSION = "cafe.recording.version"
+CAFE_RECORDING_CALL = "cafe.recording.call"
+
+# --- Span names -----------------------------------------------------------------------
+AGENT_SPAN_NAME = "invoke_agent {agent}"
+CHAT_SPAN_NAME = "chat {model}"
+TOOL_SPAN_NAME = "execute_tool {tool}"
+
+# --- The metadata allowlist -----------------------------------------------------------
+# What MetadataOnlySpanProcessor lets through, on our spans and everyone else's. Anything
+# not listed is removed: a key we do not know could carry a prompt, a URL with a query
+# string or a database statement. Values under these keys are identifiers, counts,
+# enumerations or names, never conversation text.
+METADATA_ALLOWLIST = frozenset({
+    GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_AGENT_NAME, GEN_AI_CONVERSATION_ID,
+    GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_TEMPERATURE, GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_FINISH_REASONS, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_TOOL_NAME, GEN_AI_TOOL_CALL_ID, GEN_AI_TOOL_TYPE,
+    ERROR_TYPE, SERVER_ADDRESS, SERVER_PORT, EXCEPTION_TYPE,
+    CAFE_PHASE, CAFE_TURN, CAFE_STOP_REASON, CAFE_SHIFT_TURNS, CAFE_SHIFT_TICKETS,
+    CAFE_TOOL_STATUS, CAFE_TICKET_NUMBER, CAFE_GEN_AI_TOOL_CALLS, CAFE_RECORDING_VERSION,
+    CAFE_RECORDING_CALL,
+    # Low-cardinality HTTP/RPC metadata a third-party client span commonly carries.
+    "http.request.method", "http.response.status_code", "url.scheme", "network.protocol.name",
+    "network.protocol.version", "rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code",
+})

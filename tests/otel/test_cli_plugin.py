@@ -1,0 +1,162 @@
+"""The `cafe` command with the otel plugin: --otlp on shift/replay, and `cafe export`."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import io
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+import cafe
+from cafe.cli import main
+from cafe.recording.errors import RecordingNotFound
+from cafe_otel.cli_plugin import ExporterLogCapture, plugin
+
+from .conftest import SEED_DECISIONS, closed_port
+
+ORIGIN = 1_767_225_600_000_000_000
+
+
+class Receiver:
+    """A minimal OTLP/HTTP receiver on 127.0.0.1 that keeps what it was sent."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                receiver.requests.append(ExportTraceServiceRequest.FromString(body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def spans(self) -> list:
+        return [span for request in self.requests for rs in request.resource_spans
+                for ss in rs.scope_spans for span in ss.spans]
+
+    def raw(self) -> bytes:
+        return b"".join(request.SerializeToString() for request in self.requests)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    found.thread.start()
+    yield found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+def _cli(argv, environ=None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, environ=environ or {}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cafe_shift_ships_spans_to_a_receiver_and_reports(receiver):
+    code, out, err = _cli(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"])
+    assert code == 0, err
+    assert "stop reason: answered" in out
+    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    names = sorted(span.name for span in receiver.spans())
+    assert names.count("chat scripted-barista-1") == 3 and "invoke_agent cafe-counter" in names
+    assert b"latte" not in receiver.raw()  # the customer's line stays home
+
+
+def test_the_endpoint_variable_alone_turns_export_on(receiver):
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+           "OTEL_SERVICE_NAME": "counter-3"}
+    code, _, err = _cli(["shift", "--seed", "1"], env)
+    assert code == 0 and err == "telemetry: 11 spans exported, 0 dropped\n"
+    resource = {kv.key: kv.value.string_value for kv in receiver.requests[0].resource_spans[0].resource.attributes}
+    assert resource["service.name"] == "counter-3"
+
+
+def test_no_export_without_the_option_or_the_variable():
+    code, _, err = _cli(["shift", "--seed", "1"])
+    assert code == 0 and err == ""
+
+
+def test_sdk_disabled_turns_the_plugin_off():
+    code, _, err = _cli(["shift", "--seed", "1", "--otlp=http://127.0.0.1:9"], {"OTEL_SDK_DISABLED": "true"})
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_a_dead_collector_costs_the_shift_nothing_and_is_reported(protocol):
+    port = closed_port()
+    env = {"OTEL_EXPORTER_OTLP_TIMEOUT": "500"}  # milliseconds
+    started = time.monotonic()
+    code, out, err = _cli(["shift", "--seed", "1", "--otlp-protocol", protocol, f"--otlp=http://127.0.0.1:{port}"], env)
+    assert time.monotonic() - started < 5.0
+    assert code == 0 and "stop reason: answered" in out
+    assert err.startswith("telemetry: 0 spans exported, 11 dropped (11 export failed); last error: export to ")
+    assert f"127.0.0.1:{port}" in err and err.count("\n") == 1
+    # The exporters' own retry log was held for the one line, and the logger is as it was.
+    otlp_logger = logging.getLogger(ExporterLogCapture.LOGGER)
+    assert otlp_logger.propagate is True
+    assert not any(isinstance(h, ExporterLogCapture) for h in otlp_logger.handlers)
+
+
+def test_cafe_replay_with_otlp_uses_the_recorded_timeline(receiver, tmp_path):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+                      decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
+    code, _out, err = _cli(["replay", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    root = next(s for s in receiver.spans() if s.name == "invoke_agent cafe-counter")
+    assert root.start_time_unix_nano == ORIGIN
+
+
+def test_cafe_export_sends_a_recording(receiver, tmp_path):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+                      decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
+    code, out, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    assert out == f"exported 4 spans (3 model calls) from {path}\n"
+    assert err == "telemetry: 4 spans exported, 0 dropped\n"
+    assert len(receiver.spans()) == 4
+
+
+def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
+    code, _, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--timeout", "1",
+                         "--otlp", f"http://127.0.0.1:{closed_port()}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
+    assert code == 40
+    lines = err.splitlines()
+    assert lines[0].startswith("telemetry: 0 spans exported, 4 dropped")
+    assert lines[1] == "cafe: error: 4 of 4 spans were not exported"
+    assert "Traceback" not in err
+
+
+def test_cafe_export_errors_are_one_line(tmp_path):
+    code, _, err = _cli(["export", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x.otlp")])
+    assert code == RecordingNotFound.exit_code and err.count("\n") == 1 and err.startswith("cafe: error: ")
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
+    code, _, err = _cli(["export", str(path)])
+    assert code == 2
+    assert err == "cafe: error: cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE\n"
+    code, _, err = _cli(["export", str(path), "--otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"})
+    assert code == 20 and "carrier-pigeon" in err and err.count("\n") == 1

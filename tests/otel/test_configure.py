@@ -1,0 +1,158 @@
+"""configure(): explicit arguments beat OTEL_* variables, which beat defaults."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import cafe
+from cafe_otel import OTelTracer, TelemetryConfigError, configure, resolve_settings
+from cafe_otel.content import CaptureMode
+
+from .conftest import seed_shift
+
+
+def test_defaults():
+    s = resolve_settings(environ={})
+    assert (s.service_name, s.protocol, s.endpoint, s.headers, s.export_timeout, s.capture, s.disabled) == (
+        "cafe", "grpc", "http://localhost:4317", {}, 5.0, CaptureMode.NO_CONTENT, False)
+
+
+def test_service_name_precedence():
+    env = {"OTEL_SERVICE_NAME": "from-env", "OTEL_RESOURCE_ATTRIBUTES": "service.name=from-resource,team=bar"}
+    assert resolve_settings(service_name="explicit", environ=env).service_name == "explicit"
+    assert resolve_settings(environ=env).service_name == "from-env"
+    only_resource = {"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-resource"}
+    assert resolve_settings(environ=only_resource).service_name == "from-resource"
+
+
+def test_resource_attributes_are_parsed_percent_decoded_and_kept():
+    env = {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod,team=caf%C3%A9%2Cbar"}
+    handle = configure(exporter=InMemorySpanExporter(), environ=env, replay=True)
+    attributes = dict(handle.provider.resource.attributes)
+    assert attributes["team"] == "café,bar"
+    assert attributes["deployment.environment.name"] == "prod"
+    assert attributes["service.name"] == "cafe"
+    assert "service.instance.id" not in attributes  # replay: no random part
+    live = configure(exporter=InMemorySpanExporter(), environ=env)
+    assert "service.instance.id" in live.provider.resource.attributes
+    with pytest.raises(TelemetryConfigError, match="OTEL_RESOURCE_ATTRIBUTES"):
+        resolve_settings(environ={"OTEL_RESOURCE_ATTRIBUTES": "novalue"})
+
+
+def test_endpoint_precedence_and_http_path():
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://generic:4317",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://signal:4317"}
+    assert resolve_settings(endpoint="http://explicit:1", environ=env).endpoint == "http://explicit:1"
+    assert resolve_settings(environ=env).endpoint == "http://signal:4317"
+    generic = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://generic:4318"}
+    assert resolve_settings(environ=generic).endpoint == "http://generic:4318"
+    assert resolve_settings(protocol="http/protobuf", environ=generic).endpoint == "http://generic:4318/v1/traces"
+    signal = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://signal:4318/custom"}
+    assert resolve_settings(protocol="http/protobuf", environ=signal).endpoint == "http://signal:4318/custom"
+    assert resolve_settings(protocol="http", environ={}).endpoint == "http://localhost:4318/v1/traces"
+    assert resolve_settings(endpoint="127.0.0.1:4317", environ={}).endpoint == "http://127.0.0.1:4317"
+
+
+def test_protocol_precedence():
+    env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}
+    assert resolve_settings(environ=env).protocol == "http/protobuf"
+    assert resolve_settings(protocol="grpc", environ=env).protocol == "grpc"
+    assert resolve_settings(environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}).protocol == "http/protobuf"
+    with pytest.raises(TelemetryConfigError, match="http/json"):
+        resolve_settings(environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+
+
+def test_headers_precedence():
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b=two%20words", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "c=3"}
+    assert resolve_settings(environ=env).headers == {"c": "3"}
+    assert resolve_settings(environ={"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b=two%20words"}).headers == {
+        "a": "1", "b": "two words"}
+    assert resolve_settings(headers={"x": "y"}, environ=env).headers == {"x": "y"}
+
+
+def test_timeout_variable_is_milliseconds_and_the_argument_seconds():
+    assert resolve_settings(environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "2500"}).export_timeout == 2.5
+    env = {"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "700"}
+    assert resolve_settings(environ=env).export_timeout == 0.7
+    assert resolve_settings(export_timeout=3, environ=env).export_timeout == 3.0
+    with pytest.raises(TelemetryConfigError, match="milliseconds"):
+        resolve_settings(environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"})
+
+
+def test_capture_precedence():
+    env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
+    assert resolve_settings(environ=env).capture is CaptureMode.SPAN_ONLY
+    assert resolve_settings(capture_content=False, environ=env).capture is CaptureMode.NO_CONTENT
+    handle = configure(exporter=InMemorySpanExporter(), environ=env)
+    assert handle.tracer().capture is CaptureMode.SPAN_ONLY
+
+
+def test_the_environ_argument_is_all_that_is_read(monkeypatch):
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "from-process")
+    assert resolve_settings(environ={}).service_name == "cafe"
+    assert resolve_settings().service_name == "from-process"  # os.environ, read at call time
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", " True "])
+def test_sdk_disabled_gives_a_no_op_handle(value):
+    handle = configure(endpoint="http://127.0.0.1:9", environ={"OTEL_SDK_DISABLED": value})
+    assert not handle.enabled and handle.provider is None
+    tracer = handle.tracer()
+    assert type(tracer) is cafe.Tracer
+    assert seed_shift(tracer).stop_reason == "answered"
+    started = time.monotonic()
+    assert handle.shutdown(5.0) == 0.0
+    assert time.monotonic() - started < 0.1
+    assert handle.force_flush() is True
+
+
+def test_sdk_disabled_false_is_enabled():
+    handle = configure(exporter=InMemorySpanExporter(), environ={"OTEL_SDK_DISABLED": "false"})
+    assert handle.enabled and isinstance(handle.tracer(), OTelTracer)
+    handle.shutdown(1.0)
+
+
+def test_configure_sets_nothing_global_and_each_tracer_is_fresh():
+    before = trace.get_tracer_provider()
+    handle = configure(exporter=InMemorySpanExporter(), environ={})
+    assert trace.get_tracer_provider() is before
+    assert handle.tracer() is not handle.tracer()
+    handle.shutdown(1.0)
+
+
+def test_otlp_exporters_get_every_setting_explicitly():
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from cafe_otel.configure import build_otlp_exporter
+
+    settings = resolve_settings(protocol="http/protobuf", endpoint="http://127.0.0.1:1", headers={"k": "v"},
+                                export_timeout=1.5, environ={})
+    exporter = build_otlp_exporter(settings)
+    assert isinstance(exporter, OTLPSpanExporter)
+    exporter.shutdown()
+    grpc = build_otlp_exporter(resolve_settings(endpoint="http://127.0.0.1:1", environ={}))
+    assert type(grpc).__module__.startswith("opentelemetry.exporter.otlp.proto.grpc")
+    grpc.shutdown()
+
+
+def test_sequential_ids_are_non_zero_and_ordered():
+    from cafe_otel import SequentialIdGenerator
+
+    ids = SequentialIdGenerator()
+    assert [ids.generate_trace_id(), ids.generate_span_id(), ids.generate_span_id()] == [1, 1, 2]
+    with pytest.raises(ValueError):
+        SequentialIdGenerator(0)
+
+
+def test_importing_cafe_otel_has_no_side_effects():
+    import subprocess
+    import sys
+
+    code = ("import threading, logging; from opentelemetry import trace; before = threading.active_count(); "
+            "import cafe_otel; assert threading.active_count() == before; "
+            "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

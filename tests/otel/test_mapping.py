@@ -1,0 +1,105 @@
+"""Mapping details: tool failures, unknown tools, server attributes, content shapes."""
+
+from __future__ import annotations
+
+import json
+
+from opentelemetry.trace import SpanKind, StatusCode
+
+import cafe
+from cafe.trace.span import SpanNode
+from cafe_otel import content, mapping
+
+
+def _fire(table: int, items: list[str], call_id: str) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": "fire_ticket", "arguments": json.dumps({"items": items, "table": table})}}
+
+
+def test_a_refused_fire_is_an_error_span_and_the_rest_of_the_batch_is_cancelled(telemetry):
+    client = cafe.CannedClient([
+        {"content": None, "tool_calls": [_fire(4, ["latte"], "c1"), _fire(4, ["latte"], "c2")]},
+    ])
+    run = cafe.run_shift(client, ["A latte, table 4."], cafe.make_responder([]),
+                         tracer=telemetry.handle.tracer())
+    assert run.stop_reason == "consent_violation"
+    tools = [s for s in telemetry.spans() if s.name == "execute_tool fire_ticket"]
+    assert [(s.attributes["cafe.tool.status"], s.attributes["error.type"], s.status.status_code)
+            for s in tools] == [("refused", "refused", StatusCode.ERROR),
+                                ("cancelled", "cancelled", StatusCode.ERROR)]
+    agent = next(s for s in telemetry.spans() if s.parent is None)
+    assert agent.attributes["cafe.stop_reason"] == "consent_violation"
+
+
+def test_an_approved_fire_carries_the_ticket_number(telemetry):
+    propose = {"id": "p1", "type": "function", "function": {
+        "name": "propose_order", "arguments": json.dumps({"items": ["latte"], "table": 4})}}
+    client = cafe.CannedClient([
+        {"content": None, "tool_calls": [propose]},
+        {"content": None, "tool_calls": [_fire(4, ["latte"], "f1")]},
+        {"content": "Fired."},
+    ])
+    run = cafe.run_shift(client, ["A latte, table 4."], cafe.make_responder([("approve", None)]),
+                         tracer=telemetry.handle.tracer())
+    assert run.stop_reason == "answered"
+    fired = next(s for s in telemetry.spans() if s.name == "execute_tool fire_ticket")
+    assert fired.attributes["cafe.ticket.number"] == 1
+    assert fired.attributes["cafe.tool.status"] == "fired"
+    assert fired.status.status_code is StatusCode.UNSET
+
+
+def test_a_hallucinated_tool_name_never_becomes_a_span_name(telemetry):
+    call = {"id": "x1", "type": "function", "function": {"name": "Sell me the recipe", "arguments": "{}"}}
+    client = cafe.CannedClient([{"content": None, "tool_calls": [call]}, {"content": "Sorry."}])
+    cafe.run_shift(client, ["hi"], cafe.make_responder([]), tracer=telemetry.handle.tracer())
+    spans = telemetry.spans()
+    assert "execute_tool unknown_tool" in {s.name for s in spans}
+    assert not any("recipe" in s.name or "recipe" in repr(dict(s.attributes)) for s in spans)
+
+
+def test_server_attributes_come_from_a_client_that_has_them():
+    class Live:
+        server_address, server_port = "models.example", 443
+
+    assert mapping.server_attributes(Live()) == {"server.address": "models.example", "server.port": 443}
+    assert mapping.server_attributes(cafe.ScriptedClient()) == {}
+
+
+def test_phase_and_kind_mapping():
+    node = SpanNode(1, "turn 2", "phase", {"phase": "turn", "turn": 2}, 0.0)
+    assert mapping.span_name(node) == "turn 2"
+    assert mapping.span_kind(node) is SpanKind.INTERNAL
+    assert mapping.start_attributes(node) == {"cafe.phase": "turn", "cafe.turn": 2}
+
+
+def test_messages_convert_to_the_genai_parts_shape():
+    messages = [
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "A latte"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "price_check", "arguments": '{"item":"latte"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"price_eur":1.6}'},
+    ]
+    assert content.input_messages(messages) == [
+        {"role": "user", "parts": [{"type": "text", "content": "A latte"}]},
+        {"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "price_check", "arguments": {"item": "latte"}}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": {"price_eur": 1.6}}]},
+    ]
+    assert content.system_instructions(messages) == [{"type": "text", "content": "Be kind."}]
+    response = {"choices": [{"message": {"role": "assistant", "content": "1.60"}, "finish_reason": "stop"}]}
+    assert content.output_messages(response) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "1.60"}], "finish_reason": "stop"}]
+    tool_response = {"choices": [{"message": messages[2], "finish_reason": "tool_calls"}]}
+    assert content.output_messages(tool_response)[0]["finish_reason"] == "tool_call"
+
+
+def test_capture_mode_from_argument_and_environment():
+    env = {content.CAPTURE_ENV: "SPAN_AND_EVENT"}
+    assert content.capture_mode(None, env) is content.CaptureMode.SPAN_AND_EVENT
+    assert content.capture_mode(False, env) is content.CaptureMode.NO_CONTENT  # explicit wins
+    assert content.capture_mode("event_only", {}) is content.CaptureMode.EVENT_ONLY
+    assert content.capture_mode(None, {content.CAPTURE_ENV: "true"}) is content.CaptureMode.SPAN_ONLY
+    assert content.capture_mode(None, {content.CAPTURE_ENV: "false"}) is content.CaptureMode.NO_CONTENT
+    assert content.capture_mode(None, {content.CAPTURE_ENV: "yes please"}) is content.CaptureMode.NO_CONTENT
+    assert content.capture_mode(None, {}) is content.CaptureMode.NO_CONTENT

@@ -1,0 +1,162 @@
+"""Acceptance: two replays of one recording yield byte-identical OTLP protobuf; a recording
+(ours or the seed's plain format) converts straight to spans on its own timeline."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import cafe
+from cafe.cli import main
+from cafe_otel import SequentialIdGenerator, configure, describe, diff, encode, export_recording
+from cafe_otel.cli_plugin import plugin
+
+from .conftest import SEED_DECISIONS
+
+ORIGIN = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def recording(tmp_path) -> Path:
+    path = tmp_path / "seed-shift.jsonl"
+    run, _ = cafe.record_shift(
+        cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+        decisions=SEED_DECISIONS, seed=7, wall_clock_ns=lambda: ORIGIN,
+    )
+    assert run.stop_reason == "answered"
+    return path
+
+
+def replay_to_otlp(path: Path) -> bytes:
+    """One replay under sequential ids, a fixed resource and the recording's timeline."""
+    recording = cafe.load_recording(path)
+    sink = InMemorySpanExporter()
+    handle = configure("cafe-replay", exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
+                       environ={})
+    tracer = handle.tracer(cafe.TickClock(), origin_unix_nano=recording.header.clock_origin_unix_nano)
+    run, _ = cafe.replay_shift(recording, tracer=tracer)
+    assert run.stop_reason == "answered"
+    handle.shutdown(2.0)
+    assert handle.account.dropped == 0
+    return encode(sink.get_finished_spans())
+
+
+def test_two_replays_give_byte_identical_otlp(recording):
+    first, second = replay_to_otlp(recording), replay_to_otlp(recording)
+    assert first == second, diff(first, second)
+    request = ExportTraceServiceRequest.FromString(first)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    assert len(spans) == 11
+    assert all(span.start_time_unix_nano >= ORIGIN for span in spans)
+    resource = {kv.key for kv in request.resource_spans[0].resource.attributes}
+    assert "service.instance.id" not in resource
+
+
+def test_a_replay_in_another_process_gives_the_same_bytes(recording, tmp_path):
+    script = (
+        "import sys; from pathlib import Path; "
+        "from tests.otel.test_replay_determinism import replay_to_otlp; "
+        "Path(sys.argv[2]).write_bytes(replay_to_otlp(Path(sys.argv[1])))"
+    )
+    out = tmp_path / "other.otlp"
+    subprocess.run([sys.executable, "-c", script, str(recording), str(out)], cwd=REPO, check=True,
+                   timeout=120, env={"PYTHONHASHSEED": "123", "PATH": ""})
+    assert out.read_bytes() == replay_to_otlp(recording)
+
+
+def test_the_diff_names_what_differs(recording):
+    first = replay_to_otlp(recording)
+    sink = InMemorySpanExporter()
+    handle = configure("cafe-replay", exporter=sink, replay=True, id_generator=SequentialIdGenerator(), environ={})
+    cafe.replay_shift(recording, tracer=handle.tracer(cafe.TickClock(step=2.0), origin_unix_nano=ORIGIN))
+    handle.shutdown(2.0)
+    other = encode(sink.get_finished_spans())
+    text = diff(first, other)
+    assert text.startswith("--- expected")
+    assert "start=" in text and "span 'invoke_agent cafe-counter'" in text
+    assert diff(first, first) == ""
+    assert describe(first)[0].startswith("resource ")
+
+
+def _export(path, provider_sink=None) -> tuple[bytes, list]:
+    sink = provider_sink or InMemorySpanExporter()
+    handle = configure("cafe-export", exporter=sink, replay=True, id_generator=SequentialIdGenerator(), environ={})
+    count = export_recording(path, handle.provider)
+    handle.shutdown(2.0)
+    spans = list(sink.get_finished_spans())
+    assert len(spans) == count
+    return encode(spans), spans
+
+
+def test_export_puts_each_recorded_call_on_its_recorded_timeline(recording):
+    data, spans = _export(recording)
+    assert data == _export(recording)[0]
+    calls = cafe.load_recording(recording).calls
+    chats = [s for s in spans if s.name == "chat scripted-barista-1"]
+    agent = next(s for s in spans if s.name == "invoke_agent cafe-counter")
+    assert len(chats) == len(calls) == 3
+    for span, call in zip(chats, calls, strict=True):
+        assert span.parent.span_id == agent.context.span_id
+        assert span.start_time == call.timing.start_unix_nano
+        assert span.end_time == call.timing.start_unix_nano + call.timing.duration_ns
+        assert span.attributes["gen_ai.usage.input_tokens"] == call.response["usage"]["prompt_tokens"]
+        assert span.attributes["gen_ai.response.id"] == call.response["id"]
+        assert span.attributes["gen_ai.response.finish_reasons"] == (call.response["choices"][0]["finish_reason"],)
+    assert chats[0].attributes["cafe.gen_ai.tool_calls"] == ("price_check", "price_check")
+    assert agent.start_time == ORIGIN and agent.end_time == max(s.end_time for s in chats)
+    assert agent.attributes["cafe.stop_reason"] == "answered"
+    assert agent.attributes["gen_ai.provider.name"] == "cafe.scripted"
+
+
+def _plain_seed_file(recording: Path, tmp_path: Path) -> Path:
+    plain = tmp_path / "seed-format.jsonl"
+    lines = [json.dumps({"request": c.request, "response": c.response}) for c in cafe.load_recording(recording).calls]
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return plain
+
+
+def test_a_plain_seed_format_file_converts_on_a_synthetic_timeline(recording, tmp_path):
+    plain = _plain_seed_file(recording, tmp_path)
+    assert cafe.load_recording(plain).header.version == 0
+    data, spans = _export(plain)
+    assert data == _export(plain)[0]
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert [(s.start_time, s.end_time) for s in chats] == [(1_000_000, 2_000_000), (3_000_000, 4_000_000),
+                                                           (5_000_000, 6_000_000)]
+    assert [s.attributes["gen_ai.usage.output_tokens"] for s in chats] == [12, 9, 9]
+    assert chats[0].name == "chat scripted-barista-1"  # the model from the responses
+
+
+def _cli(argv, environ=None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, environ=environ or {}, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["recording", "plain"])
+def test_cafe_export_writes_deterministic_otlp(recording, tmp_path, kind):
+    source = recording if kind == "recording" else _plain_seed_file(recording, tmp_path)
+    first, second = tmp_path / "a.otlp", tmp_path / "b.otlp"
+    code, out, err = _cli(["export", str(source), "--out", str(first)])
+    assert (code, err) == (0, ""), err
+    assert out == f"wrote 4 spans (3 model calls) to {first}\n"
+    assert _cli(["export", str(source), "--out", str(second)])[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+    request = ExportTraceServiceRequest.FromString(first.read_bytes())
+    names = [s.name for s in request.resource_spans[0].scope_spans[0].spans]
+    assert sorted(names) == ["chat scripted-barista-1"] * 3 + ["invoke_agent cafe-counter"]
+
+
+def test_the_plugin_is_found_through_its_entry_point():
+    from cafe.plugins import installed_plugins
+
+    found = installed_plugins(lambda line: None)
+    assert any(p is plugin for p in found)
