@@ -44,6 +44,10 @@ def check_arguments(tool: str, raw: str | None) -> CheckedArguments:
         result.stage = "parse"
         result.problems.append(f"unknown tool {tool!r}; tools are: {', '.join(sorted(TOOL_NAMES))}")
         return result
+    if raw is not None and not isinstance(raw, str):
+        result.stage = "parse"
+        result.problems.append(f"arguments must be a JSON-encoded string, got {type(raw).__name__}")
+        return result
     try:
         parsed = json.loads(raw or "{}")
     except json.JSONDecodeError as error:

@@ -50,16 +50,17 @@ class ProtectedExecutor:
 
     def _decide(self, request: dict[str, Any], turn: int, call_id: str) -> FireAttempt:
         open_approvals = [a for a in self._approvals if a.consumed_turn is None]
-        if not open_approvals:
-            spent = [a for a in self._approvals if _same_order(request, a)]
+        approval = open_approvals[-1] if open_approvals else None
+        if approval is None or not _same_order(request, approval):
+            # A re-fire of a spent approval is a duplicate, even when a newer approval is open.
+            spent = [a for a in self._approvals if a.consumed_turn is not None and _same_order(request, a)]
             if spent:
                 return FireAttempt(
                     turn, call_id, DUPLICATE, spent[-1].approval_id,
                     duplicate_of_turn=spent[-1].consumed_turn,
                 )
-            return FireAttempt(turn, call_id, REFUSED)
-        approval = open_approvals[-1]
-        if not _same_order(request, approval):
+            if approval is None:
+                return FireAttempt(turn, call_id, REFUSED)
             return FireAttempt(turn, call_id, ABORTED, approval.approval_id)
         approval.consumed_turn = turn
         number = self._state.next_ticket_number()

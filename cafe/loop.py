@@ -19,7 +19,7 @@ from cafe.orders import FiredTicket, OrderState, ToolLogEntry
 from cafe.prompt import SYSTEM_PROMPT
 from cafe.repair import RepairBudget
 from cafe.tools import TOOL_SCHEMAS
-from cafe.trace.span import PHASE, SHIFT, TOOL
+from cafe.trace.span import PHASE, SHIFT, TOOL, ToolCall
 from cafe.trace.tracer import NullTracer, Tracer
 from cafe.trace.tracing_client import TracingClient
 
@@ -169,6 +169,8 @@ def _run_tool_calls(
                 result = {"error": f"cancelled: an earlier call in this batch ended the shift ({stop_reason})"}
                 status = CANCELLED
             tool_span.set(status=status)
+            content = _compact(result)
+            tool_span.tool_call = ToolCall(arguments=function.get("arguments"), result=content)
         state.tool_log.append(ToolLogEntry(turn, call_id, name, status))
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": _compact(result)})
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
     return stop_reason

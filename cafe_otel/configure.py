@@ -239,17 +239,13 @@ class TelemetryHandle:
     def enabled(self) -> bool:
         return self.provider is not None
 
-    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None,
-               client: Any = None) -> Tracer:
+    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None) -> Tracer:
         """A fresh tracer for one shift (a tracer holds one shift's tree)."""
         if self.provider is None:
             return Tracer(clock=clock)
-        tracer = OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
-                            capture_content=self.settings.capture if self.settings else None,
-                            account=self.account)
-        if client is not None:
-            tracer.bind_client(client)
-        return tracer
+        return OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
+                          capture_content=self.settings.capture if self.settings else None,
+                          account=self.account)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
         if self.provider is None:

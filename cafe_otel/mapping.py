@@ -22,7 +22,6 @@ from cafe.tools import TOOL_NAMES
 from cafe.trace.span import GENERATION, PHASE, SHIFT, TOOL, SpanNode
 from cafe_otel import content
 from cafe_otel import semconv as sc
-from cafe_otel.content import CaptureMode
 
 Attributes = dict[str, Any]
 
@@ -58,8 +57,7 @@ def _drop_none(attributes: Mapping[str, Any]) -> Attributes:
     return {key: value for key, value in attributes.items() if value is not None}
 
 
-def start_attributes(node: SpanNode, capture: CaptureMode = CaptureMode.NO_CONTENT,
-                     client: Any = None) -> Attributes:
+def start_attributes(node: SpanNode) -> Attributes:
     attrs = node.attrs
     if node.kind == SHIFT:
         return _drop_none({
@@ -79,7 +77,7 @@ def start_attributes(node: SpanNode, capture: CaptureMode = CaptureMode.NO_CONTE
             sc.GEN_AI_CONVERSATION_ID: node.inherited("conversation_id"),
             sc.CAFE_TURN: node.inherited("turn"),
         })
-        found.update(server_attributes(client))
+        found.update(server_attributes(attrs.get("server_address"), attrs.get("server_port")))
         return found
     if node.kind == TOOL:
         return _drop_none({
@@ -94,12 +92,8 @@ def start_attributes(node: SpanNode, capture: CaptureMode = CaptureMode.NO_CONTE
     return {}
 
 
-def server_attributes(client: Any) -> Attributes:
-    """server.address/port when the client knows them (the live client does)."""
-    if client is None:
-        return {}
-    address = getattr(client, "server_address", None)
-    port = getattr(client, "server_port", None)
+def server_attributes(address: Any, port: Any) -> Attributes:
+    """server.address/port of a model reached over the network (the live client's)."""
     return _drop_none({
         sc.SERVER_ADDRESS: address if isinstance(address, str) else None,
         sc.SERVER_PORT: port if isinstance(port, int) and not isinstance(port, bool) else None,
@@ -175,13 +169,16 @@ def end_attributes(node: SpanNode) -> Attributes:
     return found
 
 
-def content_attributes(node: SpanNode, arguments: str | None = None) -> Attributes:
-    """Content of a node (only ever called when capture is on). A tool span's arguments
-    come from the generation that requested it, passed in by the tracer."""
+def content_attributes(node: SpanNode) -> Attributes:
+    """Content of a node (only ever called when capture is on)."""
     if node.kind == GENERATION and node.generation is not None:
-        return chat_content(node.generation.input, node.generation.response)
-    if node.kind == TOOL and arguments is not None:
-        return {sc.GEN_AI_TOOL_CALL_ARGUMENTS: arguments}
+        g = node.generation
+        return chat_content(g.input, g.response, g.tools)
+    if node.kind == TOOL and node.tool_call is not None:
+        return _drop_none({
+            sc.GEN_AI_TOOL_CALL_ARGUMENTS: node.tool_call.arguments,
+            sc.GEN_AI_TOOL_CALL_RESULT: node.tool_call.result,
+        })
     return {}
 
 

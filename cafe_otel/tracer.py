@@ -11,17 +11,15 @@ the account (or swallowed when there is none) and the shift goes on.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from cafe.trace.clock import Clock
-from cafe.trace.span import GENERATION, TOOL, SpanNode
+from cafe.trace.span import GENERATION, SpanNode
 from cafe.trace.tracer import Exporter, Tracer
 from cafe_otel import mapping
 from cafe_otel import semconv as sc
@@ -68,17 +66,10 @@ class OTelTracer(Tracer):
         self._account = account
         self._spans: dict[int, Span] = {}
         self._tokens: dict[int, object] = {}
-        self._client: Any = None
-        # Tool spans whose result is not known yet (content capture only): node, span, end ns.
-        self._pending_tools: list[tuple[SpanNode, Span, int]] = []
 
     @property
     def capture(self) -> CaptureMode:
         return self._capture
-
-    def bind_client(self, client: Any) -> None:
-        """Tell the tracer which client makes the calls, for server.address/port."""
-        self._client = client
 
     def _ns(self, reading: float | None) -> int | None:
         if self._origin is None or reading is None:
@@ -92,15 +83,13 @@ class OTelTracer(Tracer):
 
     def _span_started(self, node: SpanNode) -> None:
         try:
-            if node.kind == GENERATION and node.generation is not None and self._pending_tools:
-                self._settle_tools(node.generation.input)
             parent = self._spans.get(node.parent.span_id) if node.parent is not None else None
             parent_context = trace.set_span_in_context(parent) if parent is not None else None
             span = self._otel.start_span(
                 mapping.span_name(node),
                 context=parent_context,
                 kind=mapping.span_kind(node),
-                attributes=mapping.start_attributes(node, self._capture, self._client),
+                attributes=mapping.start_attributes(node),
                 start_time=self._ns(node.start),
             )
             self._spans[node.span_id] = span
@@ -126,29 +115,9 @@ class OTelTracer(Tracer):
                 span.set_status(Status(StatusCode.ERROR))
             if node.exception is not None:
                 self._record_exception(span, node.exception, self._ns(node.end))
-            end_ns = self._ns(node.end)
-            if node.kind == TOOL and self._capture.on_span:
-                # The harness appends a tool's result to the conversation after its span
-                # closes; the next model call's input shows it, so the OTel span is ended
-                # then (or when the tree closes), at the time the cafe span ended.
-                self._pending_tools.append((node, span, end_ns if end_ns is not None else time.time_ns()))
-            else:
-                span.end(end_time=end_ns)
-            if node.parent is None:
-                self._settle_tools(None)
+            span.end(end_time=self._ns(node.end))
         except Exception as error:
             self._failed("end", error)
-
-    def _settle_tools(self, messages: list[dict[str, Any]] | None) -> None:
-        """End the tool spans waiting for their results, with the results `messages`
-        holds (a generation's input), or without them when the tree has closed."""
-        results = {m.get("tool_call_id"): m.get("content") for m in messages or [] if m.get("role") == "tool"}
-        pending, self._pending_tools = self._pending_tools, []
-        for node, span, end_ns in pending:
-            result = results.get(node.attrs.get("call_id"))
-            if isinstance(result, str):
-                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, result)
-            span.end(end_time=end_ns)
 
     def _record_exception(self, span: Span, error: BaseException, at_ns: int | None) -> None:
         # The event sits at the span's end: on a deterministic timeline it must not read
@@ -161,25 +130,10 @@ class OTelTracer(Tracer):
                            timestamp=at_ns)
 
     def _add_content(self, span: Span, node: SpanNode) -> None:
-        arguments = self._requested_arguments(node) if node.kind == TOOL else None
-        attributes = mapping.content_attributes(node, arguments)
+        attributes = mapping.content_attributes(node)
         if not attributes:
             return
         if self._capture.on_span:
             span.set_attributes(attributes)
         if self._capture.on_event and node.kind == GENERATION:
             span.add_event(sc.CONTENT_EVENT_NAME, attributes, timestamp=self._ns(node.end))
-
-    def _requested_arguments(self, node: SpanNode) -> str | None:
-        """A tool span's arguments, as the model requested them: found by call id in the
-        response of the latest generation."""
-        call_id = node.attrs.get("call_id")
-        for generation in reversed(self.generations()):
-            response = generation.generation.response if generation.generation else None
-            message = ((response or {}).get("choices") or [{}])[0].get("message") or {}
-            for call in message.get("tool_calls") or []:
-                if call.get("id") == call_id:
-                    arguments = (call.get("function") or {}).get("arguments")
-                    return arguments if isinstance(arguments, str) else None
-        return None
-

@@ -20,6 +20,7 @@ class Generation:
     tool_calls: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     response: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None  # the tool definitions offered to the model
 
     def record_response(self, response: dict[str, Any]) -> None:
         self.response = response
@@ -37,6 +38,15 @@ class Generation:
         return choices[0].get("finish_reason")
 
 
+@dataclass
+class ToolCall:
+    """What a tool span ran: the arguments as the model sent them and the result text the
+    model was given. Content, so kept off `attrs` (which renders and exports as metadata)."""
+
+    arguments: str | None
+    result: str | None = None
+
+
 @dataclass(eq=False)
 class SpanNode:
     span_id: int
@@ -49,6 +59,7 @@ class SpanNode:
     end: float | None = None
     error_type: str | None = None
     generation: Generation | None = field(default=None, repr=False)
+    tool_call: ToolCall | None = field(default=None, repr=False)
     # The exception that ended the span, for exporters that record it (cafe_otel). Kept out
     # of repr and as_dict: its message may quote customer text.
     exception: BaseException | None = field(default=None, repr=False)

@@ -49,10 +49,11 @@ class Tracer:
         provider: str,
         input: list[dict[str, Any]],
         temperature: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
         **attrs: Any,
     ) -> Iterator[SpanNode]:
         data = Generation(model=model, provider=provider, input=copy.deepcopy(input),
-                          temperature=temperature)
+                          temperature=temperature, tools=tools)
         with self.span(name, GENERATION, _generation=data, **attrs) as node:
             yield node
 

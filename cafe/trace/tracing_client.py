@@ -35,6 +35,15 @@ class TracingClient:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    def _endpoint(self) -> dict[str, Any]:
+        """server_address / server_port of a client that talks to a network endpoint."""
+        found = {}
+        for key in ("server_address", "server_port"):
+            value = getattr(self.inner, key, None)
+            if value is not None:
+                found[key] = value
+        return found
+
     def chat(
         self,
         messages: list[Message],
@@ -48,6 +57,8 @@ class TracingClient:
             provider=self.inner.provider,
             input=messages,
             temperature=temperature,
+            tools=tools,
+            **self._endpoint(),
         ) as node:
             response = self.inner.chat(messages, tools, temperature, tool_choice)
             if node.generation is not None:

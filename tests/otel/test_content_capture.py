@@ -112,7 +112,7 @@ def test_event_only_capture_puts_content_on_an_event_not_the_span():
     assert json.loads(event.attributes["gen_ai.input.messages"])[0]["role"] == "user"
 
 
-def test_a_tool_span_waiting_for_its_result_keeps_its_own_end_time():
+def test_tool_spans_carry_arguments_and_result_at_their_own_end_time():
     sink = InMemorySpanExporter()
     handle = configure(exporter=sink, environ={}, capture_content=True)
     origin = 1_700_000_000_000_000_000
@@ -126,3 +126,7 @@ def test_a_tool_span_waiting_for_its_result_keeps_its_own_end_time():
         node = nodes[span.attributes["gen_ai.tool.call.id"]]
         assert span.end_time == origin + round(node.end * 1e9)
         assert json.loads(span.attributes["gen_ai.tool.call.result"])["item"] in ("latte", "chocolate croissant")
+        assert json.loads(span.attributes["gen_ai.tool.call.arguments"])["item"] in ("latte", "chocolate croissant")
+    chats = [s for s in sink.get_finished_spans() if s.name.startswith("chat ")]
+    offered = {tool["name"] for tool in json.loads(chats[0].attributes["gen_ai.tool.definitions"])}
+    assert offered == {"price_check", "check_allergens", "propose_order", "fire_ticket", "close_check"}

@@ -57,12 +57,16 @@ def test_a_hallucinated_tool_name_never_becomes_a_span_name(telemetry):
     assert not any("recipe" in s.name or "recipe" in repr(dict(s.attributes)) for s in spans)
 
 
-def test_server_attributes_come_from_a_client_that_has_them():
-    class Live:
+def test_server_attributes_come_from_a_client_that_knows_its_endpoint():
+    class Live(cafe.ScriptedClient):
         server_address, server_port = "models.example", 443
 
-    assert mapping.server_attributes(Live()) == {"server.address": "models.example", "server.port": 443}
-    assert mapping.server_attributes(cafe.ScriptedClient()) == {}
+    for client, expected in ((Live(), {"server.address": "models.example", "server.port": 443}),
+                             (cafe.ScriptedClient(), {})):
+        tracer = cafe.Tracer()
+        cafe.TracingClient(client, tracer).chat([{"role": "user", "content": "hello"}])
+        attributes = mapping.start_attributes(tracer.generations()[0])
+        assert {k: v for k, v in attributes.items() if k.startswith("server.")} == expected
 
 
 def test_phase_and_kind_mapping():

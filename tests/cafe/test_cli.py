@@ -1,0 +1,170 @@
+"""The `cafe` command, run in-process with its streams and environment injected."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from cafe import DEFAULT_SCRIPT, MissingSettings, load_records
+from cafe.cli import main
+from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
+from cafe.errors import ScriptError
+from cafe.recording.errors import RecordingExists, RecordingNotFound
+
+from .helpers import chat_server
+
+KEY = "sk-canary-cli-7d1e9b3a5c2f4e6d"
+
+
+def cafe(*argv, environ=None):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), environ={} if environ is None else environ, out=out, err=err,
+                load_plugins=lambda warn: [])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _section(text, name):
+    """The body of one `== name ==` section: up to the next section, the stop line or the end."""
+    body = text.split(f"== {name} ==\n", 1)[1]
+    for end in ("\n\n== ", "\n\nstop reason: "):
+        body = body.split(end, 1)[0]
+    return body
+
+
+def _one_error_line(code, err):
+    assert code != 0
+    assert err.count("\n") == 1 and err.startswith("cafe: error: ")
+    assert "Traceback" not in err
+
+
+def test_shift_prints_transcript_spans_usage_and_handover():
+    code, out, err = cafe("shift", "--seed", "7")
+    assert code == 0, err
+    transcript = _section(out, "transcript")
+    assert f"user: {DEFAULT_SCRIPT[0]}" in transcript and f"user: {DEFAULT_SCRIPT[1]}" in transcript
+    assert "price_check" in transcript
+    spans = _section(out, "spans")
+    assert spans.splitlines()[0].startswith("shift  [shift]")
+    assert spans.count("[generation]") == 3
+    prompt = TOOL_TURN_USAGE[0] + 2 * TEXT_TURN_USAGE[0]
+    completion = TOOL_TURN_USAGE[1] + 2 * TEXT_TURN_USAGE[1]
+    usage = _section(out, "usage")
+    assert usage.startswith(f"3 model call(s), {prompt} input + {completion} output = {prompt + completion} tokens")
+    assert "Shift handover" in _section(out, "handover")
+    assert "stop reason: answered" in out
+    assert "seed: 7" in out
+
+
+def test_shift_reads_a_script_file(tmp_path):
+    script = tmp_path / "script.txt"
+    script.write_text("# a comment\nAn espresso, please.\n\nThat's all.\n", encoding="utf-8")
+    code, out, err = cafe("shift", "--script", str(script))
+    assert code == 0, err
+    transcript = _section(out, "transcript")
+    assert "user: An espresso, please." in transcript and "user: That's all." in transcript
+    assert "a comment" not in transcript
+
+
+def test_record_then_replay_exits_zero_with_zero_model_calls(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    code, out, err = cafe("shift", "--seed", "7", "--record", str(path))
+    assert code == 0, err
+    assert len(load_records(path)) == 3
+    code, replay_out, err = cafe("replay", str(path))
+    assert code == 0, err
+    assert "0 model calls" in replay_out and "transcript matches" in replay_out
+    # --show prints the same conversation and the same handover note as the shift did.
+    code, shown, err = cafe("replay", str(path), "--show")
+    assert code == 0, err
+    assert _section(shown, "transcript") == _section(out, "transcript")
+    assert _section(shown, "handover") == _section(out, "handover")
+
+
+def test_replay_with_a_stale_script_fails_with_one_line_and_no_customer_text(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    assert cafe("shift", "--record", str(path))[0] == 0
+    stale = tmp_path / "stale.txt"
+    stale.write_text(DEFAULT_SCRIPT[1] + "\n", encoding="utf-8")
+    code, out, err = cafe("replay", str(path), "--script", str(stale))
+    _one_error_line(code, err)
+    assert out == ""
+    assert "call 1" in err
+    assert DEFAULT_SCRIPT[0] not in err and DEFAULT_SCRIPT[1] not in err
+
+
+def test_replay_with_a_shorter_script_reports_unused_calls(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    assert cafe("shift", "--record", str(path))[0] == 0
+    short = tmp_path / "short.txt"
+    short.write_text(DEFAULT_SCRIPT[0] + "\n", encoding="utf-8")
+    code, _, err = cafe("replay", str(path), "--script", str(short))
+    _one_error_line(code, err)
+    assert "never made" in err
+
+
+def test_replay_of_a_missing_recording(tmp_path):
+    code, out, err = cafe("replay", str(tmp_path / "nowhere.jsonl"))
+    _one_error_line(code, err)
+    assert out == ""
+    assert "no such recording" in err
+    assert not (tmp_path / "nowhere.jsonl").exists()
+
+
+def test_shift_never_overwrites_an_existing_recording(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    assert cafe("shift", "--record", str(path))[0] == 0
+    before = path.read_bytes()
+    code, out, err = cafe("shift", "--record", str(path))
+    _one_error_line(code, err)
+    assert out == ""
+    assert "already exists" in err
+    assert path.read_bytes() == before
+
+
+def test_distinct_exit_codes_for_distinct_failures(tmp_path):
+    existing = tmp_path / "shift.jsonl"
+    assert cafe("shift", "--record", str(existing))[0] == 0
+    codes = {
+        "missing recording": cafe("replay", str(tmp_path / "nowhere.jsonl"))[0],
+        "existing recording": cafe("shift", "--record", str(existing))[0],
+        "missing live settings": cafe("shift", environ={"COURSE_MODE": "live"})[0],
+        "missing script": cafe("shift", "--script", str(tmp_path / "none.txt"))[0],
+    }
+    assert codes == {
+        "missing recording": RecordingNotFound.exit_code,
+        "existing recording": RecordingExists.exit_code,
+        "missing live settings": MissingSettings.exit_code,
+        "missing script": ScriptError.exit_code,
+    }
+    assert all(code not in (0, 1, 2, 70) for code in codes.values()), codes
+    assert len(set(codes.values())) == len(codes), codes
+
+
+def test_missing_live_settings_names_every_variable(tmp_path):
+    code, out, err = cafe("shift", environ={"COURSE_MODE": "live", "OPENAI_API_KEY": KEY})
+    _one_error_line(code, err)
+    for name in ("CAFE_BASE_URL", "OPENAI_BASE_URL", "CAFE_MODEL", "OPENAI_MODEL"):
+        assert name in err
+    assert KEY not in err and out == ""
+
+
+def test_a_bad_decision_is_one_error_line():
+    code, _, err = cafe("shift", "--decision", "maybe")
+    _one_error_line(code, err)
+
+
+@pytest.mark.local_server
+def test_live_shift_from_the_command_line_records_and_replays_without_the_key(tmp_path):
+    path = tmp_path / "live.jsonl"
+    with chat_server(KEY) as server:
+        environ = {"COURSE_MODE": "live", "CAFE_BASE_URL": server.base_url, "CAFE_API_KEY": KEY,
+                   "CAFE_MODEL": "local-test-model"}
+        code, out, err = cafe("shift", "--record", str(path), environ=environ)
+        assert code == 0, err
+        assert len(server.requests) == 3
+    code, replay_out, replay_err = cafe("replay", str(path), "--show")
+    assert code == 0, replay_err
+    assert _section(replay_out, "transcript") == _section(out, "transcript")
+    for text in (out, err, replay_out, replay_err, path.read_text(encoding="utf-8")):
+        assert KEY not in text
