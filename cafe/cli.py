@@ -64,6 +64,13 @@ def _parse_decision(text: str) -> Decision:
         raise ScriptError(f"--decision edit=...: the payload is not JSON ({error.msg})") from None
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cafe", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -77,7 +84,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
                        help="the synthetic customer's consent decisions in order: approve, "
                             "reject, or edit=JSON (default: approve once)")
     shift.add_argument("--seed", type=int, help="seed for the shift's RNG (default: random, printed)")
-    shift.add_argument("--max-turns", type=int, default=8)
+    shift.add_argument("--max-turns", type=_positive, default=8, help="turn cap (default 8)")
 
     replay = commands.add_parser("replay", help="replay a recording with zero model calls")
     replay.add_argument("path", help="the recording to replay")

@@ -76,6 +76,10 @@ class ConsentGate:
             if decision == REJECT:
                 self.log.append(GateEntry(turn, round_number, decision, "rejected"))
                 return GateOutcome("rejected")
+            if decision != EDIT:
+                # A responder that answers something else has not consented: that is a no.
+                self.log.append(GateEntry(turn, round_number, str(decision), "unknown_decision"))
+                return GateOutcome("rejected")
             # An edit is re-validated exactly like a proposal and shown again.
             edited = check_arguments(PROPOSE_ORDER, json.dumps(payload))
             if edited.ok:

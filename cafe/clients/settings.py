@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from cafe.errors import MissingSettings
+from cafe.errors import ConfigurationError, MissingSettings
 
 _SOURCES = {
     "base_url": ("CAFE_BASE_URL", "OPENAI_BASE_URL"),
@@ -57,6 +57,11 @@ class LiveSettings:
                 found[field_name] = value.strip()
         if missing:
             raise MissingSettings(missing)
+        parts = urlsplit(found["base_url"])
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(
+                "the model base URL must be an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
+            )
         return cls(found["base_url"], Secret(found["api_key"]), found["model"])
 
     @property

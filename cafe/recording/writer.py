@@ -29,6 +29,8 @@ def _open_for_recording(path: Path, mode: RecordMode) -> IO[str]:
     try:
         descriptor = os.open(path, flags, 0o600)
     except FileExistsError:
+        if path.is_dir():
+            raise RecordingUnwritable(path, "it is a directory") from None
         raise RecordingExists(path) from None
     except FileNotFoundError:
         raise RecordingUnwritable(path, "its directory does not exist") from None

@@ -10,7 +10,7 @@ from cafe import DEFAULT_SCRIPT, MissingSettings, load_records
 from cafe.cli import main
 from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 from cafe.errors import ScriptError
-from cafe.recording.errors import RecordingExists, RecordingNotFound
+from cafe.recording.errors import RecordingExists, RecordingNotFound, RecordingUnwritable
 
 from .helpers import chat_server
 
@@ -168,3 +168,17 @@ def test_live_shift_from_the_command_line_records_and_replays_without_the_key(tm
     assert _section(replay_out, "transcript") == _section(out, "transcript")
     for text in (out, err, replay_out, replay_err, path.read_text(encoding="utf-8")):
         assert KEY not in text
+
+
+def test_record_onto_a_directory_is_refused_as_unwritable_not_as_existing(tmp_path):
+    code, out, err = cafe("shift", "--record", str(tmp_path))
+    _one_error_line(code, err)
+    assert code == RecordingUnwritable.exit_code
+    assert "directory" in err
+
+
+def test_max_turns_below_one_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cafe("shift", "--max-turns", "0")
+    assert stopped.value.code == 2
+    assert "at least 1" in capsys.readouterr().err

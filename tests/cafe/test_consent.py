@@ -376,3 +376,10 @@ def test_close_check_totals_the_fired_tickets_from_the_menu():
     assert closed["tickets"] == [1, 2]
     assert closed["total_eur"] == _menu_total(["latte", "croissant", "orange juice"])
     assert 4 in run.state.closed_tables
+
+
+def test_an_unknown_decision_from_a_custom_responder_is_a_refusal_not_an_edit():
+    gate = ConsentGate(lambda rendered, ticket: ("approved", None))
+    outcome = gate.review(Ticket.build(3, ["latte"], allergen_checked=False), 1, set())
+    assert outcome.status == "rejected" and outcome.approval is None
+    assert [(e.decision, e.status) for e in gate.log] == [("approved", "unknown_decision")]

@@ -12,6 +12,7 @@ import pytest
 from cafe import (
     DEFAULT_SCRIPT,
     TOOL_SCHEMAS,
+    ConfigurationError,
     LiveClient,
     LiveSettings,
     MissingSettings,
@@ -237,4 +238,12 @@ def test_unreachable_endpoint_is_a_model_call_error():
     with pytest.raises(ModelCallError) as caught:
         client.chat([{"role": "user", "content": "hello"}])
     assert "APIConnectionError" in str(caught.value)
+    _assert_no_key(str(caught.value))
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000/v1", "ftp://models.example/v1", "http:///v1"])
+def test_a_base_url_without_scheme_or_host_is_refused_without_showing_the_key(url):
+    with pytest.raises(ConfigurationError) as caught:
+        LiveSettings.from_env({"CAFE_BASE_URL": url, "CAFE_API_KEY": KEY, "CAFE_MODEL": "m"})
+    assert "base URL" in str(caught.value)
     _assert_no_key(str(caught.value))
