@@ -1,7 +1,8 @@
 """The `cafe` command's OpenTelemetry plugin (entry point `cafe.plugins: otel`).
 
 Adds `--otlp [ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
-`cafe replay`, and the command `cafe export RECORDING [--otlp ENDPOINT] [--out FILE]`.
+`cafe replay`, the command `cafe export RECORDING [--otlp ENDPOINT] [--out FILE]`, and
+`cafe golden RECORDING GOLDEN [--update]` (a replay's OTLP bytes against a golden file).
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.
@@ -24,6 +25,7 @@ from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, GRPC, HTTP, TelemetryHandle, configure
+from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
@@ -34,7 +36,7 @@ ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_
 class TelemetryExportFailed(CafeError):
     """Spans were lost on the way to the collector (the account says how many and why)."""
 
-    exit_code = 40
+    exit_code = 48
 
 
 class NothingToExportTo(CafeError):
@@ -168,6 +170,11 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     return 0
 
 
+def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    out.write(check_golden(args.recording, args.golden, update=args.update) + "\n")
+    return 0
+
+
 class OTelCliPlugin:
     name = "otel"
 
@@ -188,6 +195,13 @@ class OTelCliPlugin:
                             help="seconds to wait for the collector at the end (default %(default)s)")
         _add_options(export)
         export.set_defaults(run=_run_export)
+
+        golden = commands.add_parser(
+            "golden", help="replay a recording and compare its OTLP bytes with a golden file")
+        golden.add_argument("recording", help="the recording to replay (zero model calls)")
+        golden.add_argument("golden", help="the golden .otlp file kept beside it")
+        golden.add_argument("--update", action="store_true", help="write the golden file instead of comparing")
+        golden.set_defaults(run=_run_golden)
 
     def open_session(
         self, args: argparse.Namespace, environ: Mapping[str, str], clock: Clock | None

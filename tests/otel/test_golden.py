@@ -1,0 +1,73 @@
+"""A golden OTLP file beside a committed recording: CI replays the recording with zero
+model calls and fails, naming the span that changed, when the telemetry differs."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from cafe.cli import main
+from cafe_otel.cli_plugin import plugin
+from cafe_otel.golden import GoldenMismatch, GoldenMissing, check_golden, first_change, replay_otlp
+from cafe_otel.otlp import diff
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
+RECORDING, GOLDEN = RECORDINGS / "seed-shift.jsonl", RECORDINGS / "seed-shift.otlp"
+
+
+def cafe_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_committed_recording_replays_to_its_golden_otlp():
+    before = RECORDING.read_bytes(), GOLDEN.read_bytes()
+    actual = replay_otlp(RECORDING)
+    assert actual == GOLDEN.read_bytes(), diff(GOLDEN.read_bytes(), actual)
+    assert (RECORDING.read_bytes(), GOLDEN.read_bytes()) == before
+
+
+def test_a_changed_model_call_names_the_span_and_field_that_changed(tmp_path):
+    changed = tmp_path / "changed.jsonl"
+    text = RECORDING.read_text(encoding="utf-8")
+    assert text.count('"prompt_tokens": 60') == 1
+    changed.write_text(text.replace('"prompt_tokens": 60', '"prompt_tokens": 61'), encoding="utf-8")
+    with pytest.raises(GoldenMismatch) as caught:
+        check_golden(changed, GOLDEN)
+    message = str(caught.value)
+    assert "'chat scripted-barista-1'" in message
+    assert "gen_ai.usage.input_tokens = 60" in message and "gen_ai.usage.input_tokens = 61" in message
+    assert "\n" not in message
+    assert "-      gen_ai.usage.input_tokens = 60" in diff(caught.value.expected, caught.value.actual)
+
+
+def test_a_missing_span_is_named():
+    data = GOLDEN.read_bytes()
+    assert first_change(data, data) is None
+    request = ExportTraceServiceRequest.FromString(data)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    last_name = spans[-1].name
+    del spans[-1]
+    where = first_change(data, request.SerializeToString(deterministic=True))
+    assert where is not None and "span tree changed its size" in where, where
+    assert last_name == "invoke_agent cafe-counter"
+
+
+def test_cli_compares_updates_and_reports_a_missing_golden(tmp_path):
+    recording = tmp_path / "seed.jsonl"
+    shutil.copy(RECORDING, recording)
+    golden = tmp_path / "seed.otlp"
+    code, _, err = cafe_cli("golden", str(recording), str(golden))
+    assert code == GoldenMissing.exit_code and err.count("\n") == 1
+    code, out, _ = cafe_cli("golden", str(recording), str(golden), "--update")
+    assert code == 0 and golden.read_bytes() == GOLDEN.read_bytes()
+    code, out, _ = cafe_cli("golden", str(recording), str(golden))
+    assert code == 0 and "matches" in out
+    golden.write_bytes(golden.read_bytes()[:-3])
+    code, _, err = cafe_cli("golden", str(recording), str(golden))
+    assert code == GoldenMismatch.exit_code and err.count("\n") == 1 and "Traceback" not in err
