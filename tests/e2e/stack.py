@@ -1,0 +1,238 @@
+"""Run the built Collector and Jaeger as subprocesses on 127.0.0.1 and talk to them.
+
+Every wait is a loop with a deadline, so a hung program fails a test instead of
+hanging the suite. Logs go to files under the test's tmp_path; their tails are
+printed when a test fails (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .versions import COLLECTOR_CONFIG, JAEGER_CONFIG
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_ports(*names: str) -> dict[str, int]:
+    """Ports that were free a moment ago, one per name, all different.
+
+    The kernel picks them (bind to port 0); the sockets stay open until all are
+    picked, or it could hand out the same port twice.
+    """
+    socks = []
+    try:
+        for _ in names:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(sock)
+            sock.bind((LOOPBACK, 0))
+        return {name: sock.getsockname()[1] for name, sock in zip(names, socks, strict=True)}
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """(status, body); status 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+    except (OSError, urllib.error.URLError):
+        return 0, ""
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float, interval: float = 0.25) -> object:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+@dataclass
+class Proc:
+    """One long-running program with its log file; can be stopped and started again."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    health_url: str
+    ports: dict[str, int] = field(default_factory=dict)
+    popen: subprocess.Popen | None = field(default=None, repr=False)
+
+    def start(self, timeout: float = 30.0) -> None:
+        assert self.popen is None or self.popen.poll() is not None, f"{self.name} already running"
+        with self.log_path.open("ab") as log:
+            log.write(f"\n===== start {self.name}: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self.popen = subprocess.Popen(
+                self.argv,
+                env={**os.environ, **self.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        wait_for(f"{self.name} health at {self.health_url}", self._healthy, timeout)
+
+    def _healthy(self) -> bool:
+        if self.popen is not None and self.popen.poll() is not None:
+            raise AssertionError(f"{self.name} exited with {self.popen.returncode}\n{self.tail()}")
+        return http_get(self.health_url, timeout=1.0)[0] == 200
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL if it is still there after `grace` seconds."""
+        if not self.running:
+            return
+        self.popen.terminate()
+        try:
+            self.popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(5)
+
+    def restart(self) -> None:
+        """Graceful stop, then start with the same arguments, ports and directories."""
+        self.stop()
+        self.start()
+
+    def sigkill(self) -> None:
+        """Die like a crash or the OOM killer: no shutdown, no flush."""
+        assert self.running, f"{self.name} is not running"
+        self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait(5)
+
+    def tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return f"(no log for {self.name})"
+        text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- last {len(text)} lines of {self.log_path}\n" + "\n".join(text)
+
+
+class Jaeger(Proc):
+    @classmethod
+    def create(cls, binary: Path, workdir: Path) -> Jaeger:
+        ports = free_ports("otlp_grpc", "otlp_http", "query_http", "query_grpc", "health")
+        env = {
+            "CAFE_JAEGER_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
+            "CAFE_JAEGER_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['otlp_http']}",
+            "CAFE_JAEGER_QUERY_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['query_http']}",
+            "CAFE_JAEGER_QUERY_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['query_grpc']}",
+            "CAFE_JAEGER_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
+        }
+        return cls(
+            "jaeger",
+            [str(binary), f"--config={JAEGER_CONFIG}"],
+            env,
+            workdir / "jaeger.log",
+            f"http://{LOOPBACK}:{ports['health']}/status",
+            ports,
+        )
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"{LOOPBACK}:{self.ports['otlp_grpc']}"
+
+    def api(self, path: str) -> tuple[dict, str]:
+        """GET /api/...; (parsed JSON, raw body). Raw text is what redaction checks search."""
+        status, body = http_get(f"http://{LOOPBACK}:{self.ports['query_http']}{path}")
+        assert status == 200, f"GET {path}: HTTP {status} {body[:300]}"
+        return json.loads(body), body
+
+    def services(self) -> list[str]:
+        return self.api("/api/services")[0]["data"] or []
+
+    def traces(self, service: str, limit: int = 1000) -> tuple[list[dict], str]:
+        """All traces of `service` from the last hour (list of Jaeger trace JSON, raw body)."""
+        if service not in self.services():
+            return [], ""
+        data, raw = self.api(f"/api/traces?service={service}&limit={limit}&lookback=1h")
+        return data["data"] or [], raw
+
+    def trace(self, trace_id: str) -> tuple[dict, str]:
+        data, raw = self.api(f"/api/traces/{trace_id}")
+        return data["data"][0], raw
+
+    def wait_for_spans(self, service: str, expected: int, timeout: float = 60.0) -> list[dict]:
+        """Poll until `service` has at least `expected` spans; then settle briefly and return them.
+
+        Returns every span found (possibly more than expected: callers assert the exact count).
+        """
+
+        def count() -> int:
+            return sum(len(t["spans"]) for t in self.traces(service)[0])
+
+        wait_for(
+            f"{expected} spans of {service!r} in Jaeger", lambda: count() >= expected or None, timeout, interval=0.5
+        )
+        time.sleep(1.0)  # a late duplicate would arrive now; the exact-count asserts must see it
+        return [span for t in self.traces(service)[0] for span in t["spans"]]
+
+
+class Collector(Proc):
+    @classmethod
+    def create(cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path) -> Collector:
+        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics")
+        env = {
+            "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
+            "CAFE_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['otlp_http']}",
+            "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
+            "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,
+            "CAFE_OTELCOL_METRICS_PORT": str(ports["metrics"]),
+            "CAFE_OTELCOL_QUEUE_DIR": str(queue_dir),
+            "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
+            "CAFE_UPSTREAM_TLS_INSECURE": "true",
+        }
+        return cls(
+            "otelcol",
+            [str(binary), f"--config={COLLECTOR_CONFIG}"],
+            env,
+            workdir / "otelcol.log",
+            f"http://{LOOPBACK}:{ports['health']}/",
+            ports,
+        )
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"{LOOPBACK}:{self.ports['otlp_grpc']}"
+
+    def metrics(self) -> dict[str, float]:
+        """The collector's own metrics, summed over labels: {name: value}.
+
+        Counter names carry Prometheus' `_total` suffix; `metric()` accepts either form.
+        """
+        status, body = http_get(f"http://{LOOPBACK}:{self.ports['metrics']}/metrics")
+        assert status == 200, f"metrics endpoint: HTTP {status}"
+        totals: dict[str, float] = {}
+        for line in body.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name_labels, _, value = line.rpartition(" ")
+            name = name_labels.split("{", 1)[0]
+            totals[name] = totals.get(name, 0.0) + float(value)
+        return totals
+
+    def metric(self, name: str) -> float:
+        values = self.metrics()
+        return values.get(name, values.get(f"{name}_total", 0.0))

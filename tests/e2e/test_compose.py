@@ -1,0 +1,108 @@
+"""docker-compose.yml agrees with what the end-to-end tests build and run.
+
+No binaries needed: this reads docker-compose.yml, the manifest, tools/jaeger/go.mod
+and the two configs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .versions import (
+    COLLECTOR_CONFIG,
+    COLLECTOR_IMAGE,
+    COMPOSE_FILE,
+    JAEGER_CONFIG,
+    JAEGER_IMAGE,
+    REPO,
+    jaeger_release,
+    manifest_release,
+)
+
+COLLECTOR_UID = "10001"  # the user the contrib image runs as
+
+
+@pytest.fixture(scope="module")
+def services() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+
+
+def env_defaults(config: Path) -> dict[str, str]:
+    """`${env:NAME:-default}` occurrences of a config: {NAME: default}."""
+    return dict(re.findall(r"\$\{env:(\w+):-([^}]*)\}", config.read_text()))
+
+
+def port_of(address: str) -> str:
+    return address.rsplit(":", 1)[1]
+
+
+def image(service: dict) -> tuple[str, str]:
+    name, tag = service["image"].rsplit(":", 1)
+    return name, tag
+
+
+def test_image_tags_match_the_builds(services: dict) -> None:
+    assert image(services["otelcol"]) == (COLLECTOR_IMAGE, manifest_release())
+    assert image(services["jaeger"]) == (JAEGER_IMAGE, jaeger_release())
+
+
+@pytest.mark.parametrize(("service", "config"), [("otelcol", COLLECTOR_CONFIG), ("jaeger", JAEGER_CONFIG)])
+def test_mounts_the_shipped_config_read_only(services: dict, service: str, config: Path) -> None:
+    mounts = [m.split(":") for m in services[service]["volumes"]]
+    (target,) = [t for src, t, *mode in mounts if (REPO / src).resolve() == config and mode == ["ro"]]
+    assert services[service]["command"] == [f"--config={target}"]
+
+
+def test_published_ports_bind_loopback_only(services: dict) -> None:
+    for name, service in services.items():
+        for mapping in service.get("ports", []):
+            assert str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping} beyond loopback"
+
+
+def published(service: dict) -> set[str]:
+    return {str(m).split(":")[2] for m in service.get("ports", [])}
+
+
+def test_ports_agree_with_config_defaults(services: dict) -> None:
+    col_defaults = env_defaults(COLLECTOR_CONFIG)
+    col_env = services["otelcol"]["environment"]
+    assert set(col_env) <= set(col_defaults), "compose sets variables collector.yaml does not read"
+    # In the container only the interface changes (0.0.0.0); every listening port is the default.
+    listeners = ("CAFE_OTLP_GRPC_ENDPOINT", "CAFE_OTLP_HTTP_ENDPOINT", "CAFE_OTELCOL_HEALTH_ENDPOINT")
+    for var in listeners:
+        assert port_of(col_env[var]) == port_of(col_defaults[var]), var
+    assert col_env["CAFE_OTELCOL_METRICS_PORT"] == col_defaults["CAFE_OTELCOL_METRICS_PORT"]
+    default_ports = {port_of(col_defaults[v]) for v in listeners} | {col_defaults["CAFE_OTELCOL_METRICS_PORT"]}
+    assert published(services["otelcol"]) == default_ports == {"4317", "4318", "13133", "8888"}
+
+    jaeger_defaults = env_defaults(JAEGER_CONFIG)
+    assert set(services["jaeger"]["environment"]) <= set(jaeger_defaults)
+    assert published(services["jaeger"]) == {port_of(jaeger_defaults["CAFE_JAEGER_QUERY_HTTP_ENDPOINT"])} == {"16686"}
+
+    # Host port = container port, so what the host sees is the configs' defaults.
+    for service in services.values():
+        for mapping in service.get("ports", []):
+            _, host, container = str(mapping).split(":")
+            assert host == container, mapping
+
+    # The collector's default upstream is the compose Jaeger's OTLP gRPC listener.
+    upstream = col_env["CAFE_UPSTREAM_OTLP_ENDPOINT"]
+    assert upstream == col_defaults["CAFE_UPSTREAM_OTLP_ENDPOINT"] == "jaeger:4317"
+    assert port_of(services["jaeger"]["environment"]["CAFE_JAEGER_OTLP_GRPC_ENDPOINT"]) == port_of(upstream)
+
+
+def test_queue_volume_is_persistent_and_owned_by_the_collector_user(services: dict) -> None:
+    queue_dir = services["otelcol"]["environment"]["CAFE_OTELCOL_QUEUE_DIR"]
+    (volume,) = [m.split(":")[0] for m in services["otelcol"]["volumes"] if m.split(":")[1] == queue_dir]
+    assert volume in yaml.safe_load(COMPOSE_FILE.read_text())["volumes"], "queue must be on a named volume"
+    init_name, condition = next(
+        (name, dep["condition"]) for name, dep in services["otelcol"]["depends_on"].items() if name != "jaeger"
+    )
+    assert condition == "service_completed_successfully"
+    init = services[init_name]
+    assert f"{volume}:{queue_dir}" in init["volumes"]
+    assert f"{COLLECTOR_UID}:{COLLECTOR_UID}" in init["command"]
