@@ -171,7 +171,7 @@ def test_live_shift_from_the_command_line_records_and_replays_without_the_key(tm
 
 
 def test_record_onto_a_directory_is_refused_as_unwritable_not_as_existing(tmp_path):
-    code, out, err = cafe("shift", "--record", str(tmp_path))
+    code, _out, err = cafe("shift", "--record", str(tmp_path))
     _one_error_line(code, err)
     assert code == RecordingUnwritable.exit_code
     assert "directory" in err
