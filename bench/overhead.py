@@ -1,0 +1,220 @@
+"""Figure 1: what our instrumentation costs per model call, against the bare OTel SDK.
+
+Candidate (the full cafe_otel path for one generation): `cafe_otel.configure(exporter=a
+do-nothing exporter)` -> `handle.tracer()` (an OTelTracer) -> cafe's `TracingClient` around
+a client that answers at once. One `chat` = cafe's generation node (with its deep copy of
+the input), the OTel span with the GenAI start and end attributes, the context attach, the
+MetadataOnlySpanProcessor's sanitised copy, and the enqueue into cafe_otel's batch
+processor, whose worker hands batches to the FailSoftSpanExporter. Content capture off
+(and, as a second figure, on: SPAN_ONLY).
+
+Baseline (the bare SDK doing the same span): a `TracerProvider` with the SDK's stock
+`BatchSpanProcessor` over the same do-nothing exporter; `start_as_current_span` with the
+same name, kind and start attributes, `set_attributes` with the same end attributes, end.
+The attributes are the ones our path really exported for the same call (captured once
+through an in-memory exporter), so both spans carry identical data.
+
+Each variant runs `ops` calls per sample, all variants interleaved per repeat; the ratio
+is the median of the per-repeat ratios.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import trace as trace_api
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from bench.stats import interleaved
+from bench.synthetic import synthetic_calls
+from bench.table import Figure
+from cafe.trace.tracer import NullTracer
+from cafe.trace.tracing_client import TracingClient
+
+START_KEYS = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
+
+
+class NothingExporter(SpanExporter):
+    """Accepts every batch and does nothing with it."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+class KeepingExporter(NothingExporter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.kept.extend(spans)
+        return super().export(spans)
+
+
+class InstantClient:
+    """A model that answers at once with a fixed response."""
+
+    model = "gpt-4o-mini-2024-07-18"
+    provider = "openai"
+
+    def __init__(self, response: dict[str, Any]) -> None:
+        self.response = response
+        self.calls = 0
+
+    def chat(self, messages, tools=None, temperature=0.0, tool_choice=None):
+        self.calls += 1
+        return self.response
+
+
+def _call():
+    # The second call of the synthetic session: system, user, assistant tool calls, two tool
+    # results; a realistic mid-shift request.
+    return synthetic_calls(2)[1]
+
+
+def _configure(capture: bool, exporter: SpanExporter, metadata_only: bool = True):
+    import cafe_otel
+
+    return cafe_otel.configure(
+        "bench", exporter=exporter, capture_content="SPAN_ONLY" if capture else "NO_CONTENT",
+        environ={}, max_queue_size=2048, metadata_only=metadata_only,
+    )
+
+
+def exported_shape(capture: bool = False) -> tuple[str, Any, dict[str, Any], dict[str, Any]]:
+    """(name, kind, start attributes, end attributes) of the span our path exports."""
+    call = _call()
+    keeper = KeepingExporter()
+    handle = _configure(capture, keeper)
+    client = TracingClient(InstantClient(call.response), handle.tracer())
+    client.chat(call.messages, call.tools, call.temperature)
+    handle.shutdown(5.0)
+    (span,) = keeper.kept
+    attributes = dict(span.attributes or {})
+    start = {k: v for k, v in attributes.items() if k in START_KEYS}
+    end = {k: v for k, v in attributes.items() if k not in START_KEYS}
+    return span.name, span.kind, start, end
+
+
+def run(smoke: bool = False) -> list[Figure]:
+    ops = 300 if smoke else 3_000
+    repeats = 3 if smoke else 15
+    call = _call()
+    name, kind, start_attrs, end_attrs = exported_shape(False)
+    _, _, c_start, c_end = exported_shape(True)
+
+    handles = []
+
+    def ours(capture: bool, metadata_only: bool = True):
+        handle = _configure(capture, NothingExporter(), metadata_only)
+        handles.append(handle)
+
+        def sample() -> float:
+            # A tracer holds one shift's tree: a fresh one per sample, as per shift.
+            chat = TracingClient(InstantClient(call.response), handle.tracer()).chat
+            begin = time.perf_counter()
+            for _ in range(ops):
+                chat(call.messages, call.tools, call.temperature)
+            return (time.perf_counter() - begin) / ops
+        return sample, handle
+
+    def bare(processor_factory, start: dict[str, Any], end: dict[str, Any]):
+        provider = TracerProvider(shutdown_on_exit=False)
+        provider.add_span_processor(processor_factory())
+        tracer = provider.get_tracer("bench.bare")
+        handles.append(provider)
+
+        def sample() -> float:
+            begin = time.perf_counter()
+            for _ in range(ops):
+                with tracer.start_as_current_span(name, kind=kind, attributes=start) as span:
+                    span.set_attributes(end)
+            return (time.perf_counter() - begin) / ops
+        return sample
+
+    def noop_otel():
+        tracer = trace_api.NoOpTracerProvider().get_tracer("bench.noop")
+
+        def sample() -> float:
+            begin = time.perf_counter()
+            for _ in range(ops):
+                with tracer.start_as_current_span(name, kind=kind, attributes=start_attrs) as span:
+                    span.set_attributes(end_attrs)
+            return (time.perf_counter() - begin) / ops
+        return sample
+
+    def deepcopy_only():
+        import copy
+
+        def sample() -> float:
+            begin = time.perf_counter()
+            for _ in range(ops):
+                copy.deepcopy(call.messages)
+            return (time.perf_counter() - begin) / ops
+        return sample
+
+    def null_cafe():
+        def sample() -> float:
+            client = TracingClient(InstantClient(call.response), NullTracer())
+            begin = time.perf_counter()
+            for _ in range(ops):
+                client.chat(call.messages, call.tools, call.temperature)
+            return (time.perf_counter() - begin) / ops
+        return sample
+
+    from cafe_otel.batch import BoundedBatchSpanProcessor
+
+    ours_off, handle_off = ours(False)
+    ours_on, handle_on = ours(True)
+    ours_unfiltered, _ = ours(False, metadata_only=False)
+    variants = {
+        "sdk": bare(lambda: BatchSpanProcessor(NothingExporter()), start_attrs, end_attrs),
+        "sdk_content": bare(lambda: BatchSpanProcessor(NothingExporter()), c_start, c_end),
+        "sdk_our_batch": bare(lambda: BoundedBatchSpanProcessor(NothingExporter()), start_attrs, end_attrs),
+        "ours": ours_off,
+        "ours_content": ours_on,
+        "ours_unfiltered": ours_unfiltered,
+        "noop_otel": noop_otel(),
+        "null_cafe": null_cafe(),
+        "deepcopy": deepcopy_only(),
+    }
+    paired = interleaved(variants, repeats)
+    dropped = handle_off.account.dropped + handle_on.account.dropped
+    for handle in handles:
+        (handle.shutdown(2.0) if hasattr(handle, "account") else handle.shutdown())
+
+    ratio = paired.ratio("ours", "sdk")
+    low, high = paired.spread("ours", "sdk")
+    content = paired.ratio("ours_content", "sdk_content")
+    same = paired.ratio("ours", "sdk_our_batch")
+    us = {k: paired.median(k) * 1e6 for k in variants}
+    note_drop = f"; {dropped} spans dropped by a full queue during the run" if dropped else ""
+    return [
+        Figure(1, "overhead ratio, content off (ours / bare SDK)", ratio, "x", "<= 1.25", ratio <= 1.25,
+               f"ours {us['ours']:.1f} µs, bare SDK {us['sdk']:.1f} µs a call; "
+               f"{repeats} paired repeats of {ops}, range {low:.2f}-{high:.2f}{note_drop}"),
+        Figure(1, "overhead ratio, content on (SPAN_ONLY)", content, "x", "",
+               note=f"ours {us['ours_content']:.1f} µs vs bare SDK with the same content attributes "
+                    f"{us['sdk_content']:.1f} µs"),
+        Figure(1, "overhead ratio vs bare SDK on our batch processor", same, "x", "",
+               note=f"bare SDK through BoundedBatchSpanProcessor {us['sdk_our_batch']:.1f} µs"),
+        Figure(1, "diagnosis: ours without the metadata-only processor", paired.ratio("ours_unfiltered", "sdk"),
+               "x", "", note=f"configure(metadata_only=False) {us['ours_unfiltered']:.1f} µs, vs the bare SDK"),
+        Figure(1, "no-op OTel tracer, same span", us["noop_otel"], "µs", "",
+               note="reference: NoOpTracerProvider, same name and attributes"),
+        Figure(1, "cafe NullTracer generation", us["null_cafe"], "µs", "",
+               note="reference: TracingClient over NullTracer"),
+        Figure(1, "of which: deep copy of the input messages", us["deepcopy"], "µs", "",
+               note=f"cafe Tracer.generation copies the input even with content off "
+                    f"({paired.ratio('deepcopy', 'ours'):.0%} of ours, paired)"),
+    ]

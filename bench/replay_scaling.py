@@ -1,0 +1,136 @@
+"""Figure 2: what replaying one model call costs, how that grows with the recording, and the
+same calls replayed by VCR.py through the `openai` SDK.
+
+cafe: `load_recording` + `ReplayClient.chat` for every call, in order (the matching is the
+strict one: the whole request, scrubbed as the recorder scrubbed it, compared structurally).
+The cost per call is (load + all calls) / calls. The requests come from bench/synthetic.py
+(bounded by a sliding window: see there).
+
+VCR.py: entering the cassette (it loads the YAML) + `client.chat.completions.create` for
+the calls, matching on method, path and body. VCR.py scans the cassette from the start on
+every request (twice: once to ask whether it can play, once to play), so the call at
+position i costs about i matcher evaluations, each parsing two JSON bodies. Where a full pass
+would take too long, the calls replayed are an evenly spaced sample of the cassette (every
+k-th call, in order, against the whole cassette loaded), which estimates the mean cost per
+call of a full pass without bias; the cassette load is still amortised over all its calls.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from bench import vcr_baseline
+from bench.stats import interleaved, median
+from bench.synthetic import SyntheticCall, synthetic_calls, write_recording
+from bench.table import Figure
+from cafe.recording import ReplayClient, Scrubber, load_recording
+
+FULL_SIZES = (100, 1_000, 10_000)
+SMOKE_SIZES = (100, 1_000)
+
+
+def cafe_seconds(path: Path, calls: list[SyntheticCall]) -> tuple[float, float]:
+    """(load seconds, replay seconds) for one full replay of `path`."""
+    start = time.perf_counter()
+    recording = load_recording(path)
+    loaded = time.perf_counter()
+    client = ReplayClient(recording)
+    for call in calls:
+        client.chat(call.messages, call.tools, call.temperature)
+    done = time.perf_counter()
+    client.assert_exhausted()
+    return loaded - start, done - loaded
+
+
+def _scrub_seconds(calls: list[SyntheticCall]) -> float:
+    """Seconds a call spends only scrubbing its serialised request (for the diagnosis note:
+    ReplayClient scrubs every incoming request before it compares it)."""
+    scrubber = Scrubber()
+    start = time.perf_counter()
+    for call in calls:
+        scrubber.scrub(json.dumps(call.request, ensure_ascii=False))
+    return (time.perf_counter() - start) / len(calls)
+
+
+def run(workdir: Path, smoke: bool = False) -> list[Figure]:
+    sizes = SMOKE_SIZES if smoke else FULL_SIZES
+    repeats = 1 if smoke else 3
+    # size -> calls replayed per pass (a smoke run records a 100-call cassette, replays 5 of them)
+    vcr_plan = {100: 5} if smoke else {100: 100, 1_000: 25}
+    vcr_repeats = 1 if smoke else 3
+
+    calls = {n: synthetic_calls(n) for n in sizes}
+    paths = {n: write_recording(workdir / f"replay-{n}.jsonl", calls[n]) for n in sizes}
+    sizes_bytes = [len(json.dumps(c.request)) for c in calls[sizes[-1]]]
+
+    per_call: dict[int, list[float]] = {n: [] for n in sizes}
+    chat_only: dict[int, list[float]] = {n: [] for n in sizes}
+
+    def cafe_variant(n: int):
+        def measure() -> float:
+            load, replay = cafe_seconds(paths[n], calls[n])
+            chat_only[n].append(replay / n)
+            per_call[n].append((load + replay) / n)
+            return (load + replay) / n
+        return measure
+
+    variants = {f"cafe@{n}": cafe_variant(n) for n in sizes}
+    variants["scrub@100"] = lambda: _scrub_seconds(calls[100])
+    growth = interleaved(variants, repeats)
+    figures: list[Figure] = []
+    for n in sizes:
+        us = growth.median(f"cafe@{n}") * 1e6
+        figures.append(Figure(
+            2, f"replay per call, {n:,} calls", us, "µs", "< 100 µs", us < 100,
+            f"load+match+copy; ReplayClient.chat alone {median(chat_only[n]) * 1e6:.0f} µs",
+        ))
+    top = sizes[-1]
+    flat = growth.ratio(f"cafe@{top}", "cafe@100")
+    figures.append(Figure(
+        2, f"replay growth {top:,} vs 100 calls", flat, "x", "<= 1.2", flat <= 1.2,
+        f"median of {repeats} paired ratios; requests {min(sizes_bytes):,}-{max(sizes_bytes):,} B "
+        f"(sliding window of {2} exchanges)",
+    ))
+    scrub_us = growth.median("scrub@100") * 1e6
+    share = median([s / c for s, c in zip(growth.samples["scrub@100"], chat_only[100], strict=True)])
+    figures.append(Figure(
+        2, "of which: scrubbing the incoming request", scrub_us, "µs", "",
+        note=f"Scrubber.scrub of the serialised request alone, {share:.0%} of a ReplayClient.chat "
+             "(median of paired repeats, 100 calls)",
+    ))
+
+    for n, sample in vcr_plan.items():
+        if n not in calls:
+            continue
+        cassette = workdir / f"vcr-{n}.yaml"
+        base_url = vcr_baseline.record_cassette(cassette, calls[n])
+        step = max(1, n // sample)
+        picked = calls[n][step - 1::step][:sample]
+
+        def vcr_variant(n: int = n, cassette: Path = cassette, base_url: str = base_url,
+                        picked: list[SyntheticCall] = picked) -> float:
+            # The load (entering the cassette) is amortised over the whole cassette.
+            load, replay = vcr_baseline.replay_seconds(cassette, base_url, picked)
+            return load / n + replay / len(picked)
+
+        pair = interleaved({"cafe": cafe_variant(n), "vcr": vcr_variant}, vcr_repeats)
+        ms = pair.median("vcr") * 1e3
+        how = "every call" if len(picked) == n else f"sample of {len(picked)} calls, every {step}th"
+        figures.append(Figure(2, f"VCR.py per call, {n:,} calls", ms, "ms", "",
+                              note=f"openai SDK + vcrpy on httpx2, match method/path/body; {how}"))
+        speedup = pair.ratio("vcr", "cafe")
+        target = ">= 100x" if n == 1_000 else ""
+        figures.append(Figure(
+            2, f"cafe replay vs VCR.py, {n:,} calls", speedup, "x faster", target,
+            (speedup >= 100) if target else None, f"median of {vcr_repeats} paired ratios",
+        ))
+    if 1_000 not in vcr_plan or 1_000 not in calls:
+        figures.append(Figure(2, "cafe replay vs VCR.py, 1,000 calls", None, "x faster", ">= 100x",
+                              None, "smoke run: VCR.py only at 100 calls"))
+    if top == 10_000:
+        figures.append(Figure(2, "VCR.py per call, 10,000 calls", None, "ms", "",
+                              note="skipped: a pass scans ~50M matcher pairs (hours); see README"))
+    return figures
+
