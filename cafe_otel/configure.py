@@ -44,7 +44,11 @@ DEFAULT_PROTOCOL = GRPC  # what the Python distro defaults to; the collector's 4
 DEFAULT_ENDPOINTS = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}
 HTTP_TRACES_PATH = "/v1/traces"
 DEFAULT_EXPORT_TIMEOUT = 5.0
-DEFAULT_SHUTDOWN_TIMEOUT = 3.0
+# How long a process waits for the collector when it exits. Short on purpose: buffering
+# and retry belong to the Collector next to the service (collector-config/), not to the
+# request path; a process handing spans to a local Collector needs milliseconds, and a
+# dead one must not hold the exit (the stock SDK waits 7-30 s). What is left is counted.
+DEFAULT_SHUTDOWN_TIMEOUT = 0.5
 
 
 class TelemetryConfigError(ConfigurationError):
@@ -252,9 +256,10 @@ class TelemetryHandle:
             return True
         return self.provider.force_flush(int(timeout * 1000))
 
-    def shutdown(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> float:
-        """Flush and shut down within `timeout` seconds; returns the seconds it took.
-        A dead collector costs at most the bound (the stock SDK waits 7-30 s)."""
+    def shutdown(self, timeout: float | None = None) -> float:
+        """Flush and shut down within `timeout` seconds (default: configure's
+        `shutdown_timeout`); returns the seconds it took. A dead collector costs at most
+        the bound (the stock SDK waits 7-30 s)."""
         started = time.monotonic()
         if self.provider is None or self._closed:
             return 0.0

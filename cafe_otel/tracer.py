@@ -54,15 +54,20 @@ class OTelTracer(Tracer):
         environ: Mapping[str, str] | None = None,
         account: TelemetryAccount | None = None,
         exporter: Exporter | None = None,
+        keep_inputs: bool | None = None,
     ) -> None:
         """`origin_unix_nano` switches to a deterministic timeline: each OTel timestamp is
         the origin plus the cafe clock's reading (seconds) in ns. With a `TickClock` and a
         recording's `clock_origin_unix_nano` a replay always gets the same timestamps.
-        Without it the OTel SDK stamps spans with the wall clock as usual."""
-        super().__init__(exporter=exporter, clock=clock)
+        Without it the OTel SDK stamps spans with the wall clock as usual.
+        `keep_inputs` defaults to whether content is captured: with metadata-only export,
+        copying every call's input messages would be work done for nothing."""
+        capture = capture_mode(capture_content, environ)
+        super().__init__(exporter=exporter, clock=clock,
+                         keep_inputs=capture.enabled if keep_inputs is None else keep_inputs)
         self._otel = otel_tracer_of(provider)
         self._origin = origin_unix_nano
-        self._capture = capture_mode(capture_content, environ)
+        self._capture = capture
         self._account = account
         self._spans: dict[int, Span] = {}
         self._tokens: dict[int, object] = {}

@@ -21,8 +21,13 @@ Exporter = Callable[[Sequence[dict[str, Any]]], Any]
 
 
 class Tracer:
-    def __init__(self, exporter: Exporter | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self, exporter: Exporter | None = None, clock: Clock | None = None, *, keep_inputs: bool = True
+    ) -> None:
+        """`keep_inputs=False` skips the copy of each model call's input messages: for a
+        tracer whose spans go out as metadata only, the copy is most of its cost."""
         self._exporter = exporter
+        self.keep_inputs = keep_inputs
         self._clock: Clock = clock or time.perf_counter
         self._roots: list[SpanNode] = []
         self._stack: list[SpanNode] = []
@@ -52,7 +57,8 @@ class Tracer:
         tools: list[dict[str, Any]] | None = None,
         **attrs: Any,
     ) -> Iterator[SpanNode]:
-        data = Generation(model=model, provider=provider, input=copy.deepcopy(input),
+        data = Generation(model=model, provider=provider,
+                          input=copy_messages(input) if self.keep_inputs else [],
                           temperature=temperature, tools=tools)
         with self.span(name, GENERATION, _generation=data, **attrs) as node:
             yield node
@@ -99,6 +105,19 @@ class Tracer:
         if self._exporter is None:
             return None
         return self._exporter([root.as_dict() for root in self._roots])
+
+
+def copy_messages(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than
+    `copy.deepcopy`; anything else falls back to it. The loop keeps appending to the
+    message list after the call, so the recorded input must not share it."""
+    if isinstance(value, dict):
+        return {key: copy_messages(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_messages(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return copy.deepcopy(value)
 
 
 class _DiscardedNode(SpanNode):

@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import cafe
 from cafe.cli import main
 from cafe.recording.errors import RecordingNotFound
-from cafe_otel.cli_plugin import ExporterLogCapture, plugin
+from cafe_otel.cli_plugin import ExporterLogCapture, TelemetryExportFailed, plugin
 
 from .conftest import SEED_DECISIONS, closed_port
 
@@ -143,7 +143,7 @@ def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
     cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
     code, _, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--timeout", "1",
                          "--otlp", f"http://127.0.0.1:{closed_port()}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
-    assert code == 40
+    assert code == TelemetryExportFailed.exit_code
     lines = err.splitlines()
     assert lines[0].startswith("telemetry: 0 spans exported, 4 dropped")
     assert lines[1] == "cafe: error: 4 of 4 spans were not exported"

@@ -130,3 +130,16 @@ def test_tool_spans_carry_arguments_and_result_at_their_own_end_time():
     chats = [s for s in sink.get_finished_spans() if s.name.startswith("chat ")]
     offered = {tool["name"] for tool in json.loads(chats[0].attributes["gen_ai.tool.definitions"])}
     assert offered == {"price_check", "check_allergens", "propose_order", "fire_ticket", "close_check"}
+
+
+@pytest.mark.parametrize("capture, kept", [(False, False), (True, True)])
+def test_a_metadata_only_tracer_does_not_copy_inputs_it_will_never_export(capture, kept):
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, capture_content=capture)
+    tracer = handle.tracer()
+    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+    handle.shutdown(1.0)
+    inputs = [node.generation.input for node in tracer.generations()]
+    assert len(inputs) == 3
+    assert all(bool(messages) is kept for messages in inputs)
+    if kept:
+        assert inputs[0][1]["content"] == cafe.DEFAULT_SCRIPT[0]

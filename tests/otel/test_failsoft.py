@@ -167,3 +167,17 @@ def test_shutdown_twice_and_spans_after_shutdown_are_counted():
     handle.shutdown(2.0)
     assert handle.account.exported == SHIFT_SPANS
     assert handle.shutdown(2.0) == 0.0
+
+
+@pytest.mark.parametrize("configured", [0.2, 1.2])
+def test_shutdown_without_an_argument_keeps_the_configured_bound(configured):
+    hanging = HangingExporter()
+    try:
+        handle = configure(exporter=hanging, environ={}, export_timeout=5.0, schedule_delay=0.01,
+                           shutdown_timeout=configured)
+        seed_shift(handle.tracer())
+        took = handle.shutdown()
+        assert configured - 0.05 <= took < configured + 0.6
+        assert handle.account.dropped == SHIFT_SPANS
+    finally:
+        hanging.release.set()

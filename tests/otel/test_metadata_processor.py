@@ -152,3 +152,22 @@ def test_no_global_provider_is_touched():
     seed_shift(OTelTracer(TracerProvider()))
     assert trace.get_tracer_provider() is before
     assert isinstance(cafe.Tracer(), cafe.Tracer)
+
+
+def test_a_span_with_nothing_to_strip_is_handed_on_as_is_and_a_dirty_one_is_copied():
+    from cafe_otel.metadata_processor import sanitise_span
+
+    provider = TracerProvider()
+    sink = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(sink))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("clean", attributes={"gen_ai.operation.name": "chat"}):
+        pass
+    with tracer.start_as_current_span("dirty", attributes={"gen_ai.operation.name": "chat", "note": "x"}) as span:
+        span.set_status(Status(StatusCode.ERROR, "free text"))
+    clean, dirty = sink.get_finished_spans()
+    assert sanitise_span(clean) is clean
+    copied = sanitise_span(dirty)
+    assert copied is not dirty
+    assert dict(copied.attributes) == {"gen_ai.operation.name": "chat"}
+    assert copied.status.description is None and copied.status.status_code is StatusCode.ERROR

@@ -187,3 +187,22 @@ def test_normalise_paths():
     assert normalise({"m": {"x": 1}}, ["m.x"]) == normalise({"m": {}}, ["m.x"])  # present on one side only
     with pytest.raises(ValueError):
         normalise(request, ["..."])
+
+
+def test_verbatim_fast_path_keeps_strict_json_types(tmp_path):
+    """A request equal to the recorded one to the byte is served without scrubbing; one that
+    only Python calls equal (False == 0) still goes through matching and is refused, while
+    0 against 0.0 matches as before (the same JSON number)."""
+    from cafe import ReplayClient, ReplayMismatch, ScriptedClient
+    from cafe.recording.writer import RecordingClient
+
+    path = tmp_path / "one.jsonl"
+    messages = [{"role": "user", "content": "A latte, please."}]
+    recorder = RecordingClient(ScriptedClient(), path)
+    recorder.chat(messages, None, 0.0)
+    recorder.close()
+    for temperature in (0.0, 0):
+        assert ReplayClient(path).chat(messages, None, temperature)["choices"]
+    with pytest.raises(ReplayMismatch) as caught:
+        ReplayClient(path).chat(messages, None, False)
+    assert "$.temperature" in str(caught.value)
