@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
+from cafe.jsondata import copy_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
 from cafe.recording.format import Recording
@@ -54,16 +55,11 @@ class ReplayClient:
         )
 
     def _matches_verbatim(self, index: int, request: dict[str, Any]) -> bool:
-        """The fast path: the incoming request, serialised, is the recorded one to the byte.
-        Then scrubbing and normalising both would change nothing, since the recorded request
-        is already scrubbed; only a request that differs pays for them (regexes over every
+        """The fast path: the incoming request is the recorded one as a JSON document. Then
+        scrubbing and normalising both would change nothing, since the recorded request is
+        already scrubbed; only a request that differs pays for them (regexes over every
         request cost far more than the replay itself)."""
-        if self._ignore:
-            return False
-        try:
-            return _canonical_text(request) == _canonical_text(self.recording.calls[index].request)
-        except (TypeError, ValueError):
-            return False  # not plain JSON: the full path reports what it is
+        return not self._ignore and same_json(request, self.recording.calls[index].request)
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
         # The incoming request is scrubbed exactly as the recorder scrubbed the line.
@@ -92,7 +88,7 @@ class ReplayClient:
                     self.path, recorded.index, difference.path, difference.recorded, difference.incoming
                 )
         self.calls += 1
-        return json.loads(json.dumps(recorded.response))
+        return copy_json(recorded.response)
 
     @property
     def unused(self) -> int:
@@ -106,6 +102,3 @@ class ReplayClient:
                 f"line {first.line}: {summarise_request(first.request)}",
             )
 
-
-def _canonical_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)

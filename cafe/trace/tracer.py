@@ -8,12 +8,12 @@ into a returned error text. Subclasses observe spans through `_span_started` and
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from cafe.jsondata import copy_json
 from cafe.trace.clock import Clock
 from cafe.trace.span import GENERATION, Generation, SpanNode
 
@@ -35,7 +35,9 @@ class Tracer:
 
     @contextmanager
     def span(self, name: str, kind: str = "span", **attrs: Any) -> Iterator[SpanNode]:
-        node = self._open(name, kind, attrs)
+        yield from self._lifetime(self._open(name, kind, attrs))
+
+    def _lifetime(self, node: SpanNode) -> Iterator[SpanNode]:
         try:
             yield node
         except BaseException as error:
@@ -58,13 +60,13 @@ class Tracer:
         **attrs: Any,
     ) -> Iterator[SpanNode]:
         data = Generation(model=model, provider=provider,
-                          input=copy_messages(input) if self.keep_inputs else [],
+                          input=copy_json(input) if self.keep_inputs else [],
                           temperature=temperature, tools=tools)
-        with self.span(name, GENERATION, _generation=data, **attrs) as node:
-            yield node
+        yield from self._lifetime(self._open(name, GENERATION, attrs, data))
 
-    def _open(self, name: str, kind: str, attrs: dict[str, Any]) -> SpanNode:
-        generation = attrs.pop("_generation", None)
+    def _open(
+        self, name: str, kind: str, attrs: dict[str, Any], generation: Generation | None = None
+    ) -> SpanNode:
         parent = self._stack[-1] if self._stack else None
         node = SpanNode(self._next_id, name, kind, attrs, self._clock(), parent=parent,
                         generation=generation)
@@ -107,19 +109,6 @@ class Tracer:
         return self._exporter([root.as_dict() for root in self._roots])
 
 
-def copy_messages(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than
-    `copy.deepcopy`; anything else falls back to it. The loop keeps appending to the
-    message list after the call, so the recorded input must not share it."""
-    if isinstance(value, dict):
-        return {key: copy_messages(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [copy_messages(item) for item in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return copy.deepcopy(value)
-
-
 class _DiscardedNode(SpanNode):
     def set(self, **attrs: Any) -> None:
         return None
@@ -131,7 +120,7 @@ class NullTracer(Tracer):
     def __init__(self, exporter: Exporter | None = None, clock: Clock | None = None) -> None:
         super().__init__(exporter=None, clock=lambda: 0.0)
 
-    def _open(self, name: str, kind: str, attrs: dict[str, Any]) -> SpanNode:
+    def _open(self, name: str, kind: str, attrs: dict[str, Any], generation: Generation | None = None) -> SpanNode:
         return _DiscardedNode(0, name, kind, {}, 0.0)
 
     def _close(self, node: SpanNode) -> None:

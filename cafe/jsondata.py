@@ -1,0 +1,37 @@
+"""Helpers for JSON-shaped data (dicts, lists, strings, numbers, booleans, None): the shape
+every message, request and response in the harness has."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, several times faster than `copy.deepcopy`; anything
+    else falls back to it."""
+    if isinstance(value, dict):
+        return {key: copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_json(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return copy.deepcopy(value)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON documents: Python's `==` (fast, in C) and then the one thing it
+    forgives that JSON does not, a boolean standing for a number (False == 0). An integer
+    and a float of the same value are the same JSON number and stay equal."""
+    return a == b and _same_types(a, b)
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    kind_a, kind_b = type(a), type(b)
+    if kind_a is not kind_b:
+        return kind_a in (int, float) and kind_b in (int, float)
+    if kind_a is dict:
+        return all(_same_types(value, b[key]) for key, value in a.items())
+    if kind_a is list:
+        return all(map(_same_types, a, b))
+    return True
