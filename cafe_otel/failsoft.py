@@ -17,6 +17,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from cafe_otel.account import TelemetryAccount
 
+GRACE_SECONDS = 0.25
+
 
 class _Flight:
     """One export in progress; `settle` is first-wins so no span is counted twice."""
@@ -78,7 +80,10 @@ class FailSoftSpanExporter(SpanExporter):
         worker = threading.Thread(target=self._run, args=(flight, list(spans)),
                                   name="cafe-otel-export", daemon=True)
         worker.start()
-        flight.done.wait(self.export_timeout)
+        # The inner exporter is given the same timeout and its clock starts a little later:
+        # without the grace, an export it completes in its last moments would be counted
+        # as lost although the collector took it.
+        flight.done.wait(self.export_timeout + GRACE_SECONDS)
         if not flight.finished:  # timed out, or woken by shutdown
             return self._fail(flight, f"no answer within {self.export_timeout:g}s")
         if flight.error is not None:

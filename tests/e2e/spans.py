@@ -1,9 +1,10 @@
-"""The span source of the end-to-end tests: the one place that produces spans.
+"""Plain-SDK spans, for the one thing cafe_otel would never send: canary text under keys
+on no allowlist (resource, scope, span event, span content attribute).
 
-For now it is the plain OpenTelemetry SDK with the OTLP/gRPC exporter, building
-small trees shaped like a cafe shift (GenAI semantic conventions 1.41.1). It is
-meant to be swapped for the `cafe_otel` shift export later; the tests only rely
-on `emit_spans` and the constants below.
+The end-to-end tests' span source is cafe_otel (shifts.py). `emit_spans` is kept only
+to show the Collector's own redaction of such keys, and for the control that sends the
+same canary straight to Jaeger, where it shows up. It builds small trees shaped like a
+cafe shift (GenAI semantic conventions 1.41.1) with the OTLP/gRPC exporter.
 """
 
 from __future__ import annotations

@@ -106,3 +106,15 @@ def test_queue_volume_is_persistent_and_owned_by_the_collector_user(services: di
     init = services[init_name]
     assert f"{volume}:{queue_dir}" in init["volumes"]
     assert f"{COLLECTOR_UID}:{COLLECTOR_UID}" in init["command"]
+
+
+def test_the_collector_allowlist_covers_every_metadata_key_cafe_otel_sends() -> None:
+    """Defense in depth must not eat our own metadata: every key the metadata-only
+    processor lets out is on the Collector's redaction allowlist too (else it never
+    reaches the backend and each span carries a false redaction count)."""
+    from cafe_otel.semconv import METADATA_ALLOWLIST
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "collector-config" / "collector.yaml").read_text())
+    allowed = set(config["processors"]["redaction"]["allowed_keys"])
+    assert sorted(METADATA_ALLOWLIST - allowed) == []
+    assert "service.name" in allowed

@@ -1,9 +1,10 @@
 """The persistent queue: a backend outage and a collector crash lose no accepted span.
 
-Jaeger keeps traces in memory, so a restarted Jaeger has forgotten everything it
-had. Each test therefore sends the spans it counts under a service name of its
-own, only after Jaeger is down: all of them must come from the collector's
-queue, and the count in Jaeger must be exact (no loss, no duplicate).
+The spans come from café shifts exported through cafe_otel. Jaeger keeps traces in
+memory, so a restarted Jaeger has forgotten everything it had. Each test therefore
+runs the shifts it counts under a service name of its own, only after Jaeger is down:
+all of their spans must come from the collector's queue, and the count in Jaeger must
+be exact (no loss, no duplicate) and equal to what cafe_otel's account says it exported.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from .spans import SPANS_PER_TRACE, emit_spans
+from .shifts import SPANS_PER_SHIFT, Shifts, run_shifts
 from .stack import Collector, Jaeger, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -21,43 +22,58 @@ pytestmark = pytest.mark.e2e
 DRAIN_TIMEOUT = 60.0
 
 
-def assert_exact(spans: list[dict], expected: int) -> None:
+def assert_exact(spans: list[dict], shifts: Shifts) -> None:
+    """Jaeger has every span the shifts made, once, and nothing else."""
+    expected = shifts.spans
     ids = [span["spanID"] for span in spans]
     assert len(ids) == expected, f"expected {expected} spans, Jaeger has {len(ids)}"
     assert len(set(ids)) == expected, "duplicate span ids in Jaeger"
+    assert {int(i, 16) for i in ids} == shifts.span_ids
+    assert {int(s["traceID"], 16) for s in spans} == {int(t, 16) for t in shifts.trace_ids}
+
+
+def assert_all_exported(shifts: Shifts, n: int) -> None:
+    """cafe_otel handed every span the shifts made to the collector, and the collector said OK."""
+    assert [run.stop_reason for run in shifts.runs] == ["answered"] * n
+    assert shifts.spans == n * SPANS_PER_SHIFT
+    assert shifts.account.exported == shifts.spans, shifts.summary
+    assert shifts.account.dropped == 0, shifts.summary
 
 
 def test_backend_outage_loses_nothing(jaeger: Jaeger, collector: Collector) -> None:
     # The path works before the outage.
-    emit_spans(collector.otlp_grpc, "e2e-before", 2)
-    jaeger.wait_for_spans("e2e-before", 2 * SPANS_PER_TRACE, timeout=30)
+    before = run_shifts(collector.otlp_grpc, "e2e-before", 2)
+    assert_all_exported(before, 2)
+    jaeger.wait_for_spans("e2e-before", before.spans, timeout=30)
 
     jaeger.stop()
-    traces = 0
-    for _ in range(4):  # a run of shifts while the backend is away (~6s)
-        emit_spans(collector.otlp_grpc, "e2e-outage", 5)
-        traces += 5
-        time.sleep(1.5)
-    expected = traces * SPANS_PER_TRACE
+    # A run of shifts while the backend is away (~6s); cafe_otel's batcher exports as they go.
+    outage = run_shifts(collector.otlp_grpc, "e2e-outage", 12, between=lambda _: time.sleep(0.5))
+    assert_all_exported(outage, 12)
+    expected = outage.spans
+    assert collector.metric("otelcol_receiver_accepted_spans") == before.account.exported + outage.account.exported
     # Every span of the outage is in the queue (its size counts spans being retried too).
     wait_for("the outage's spans in the queue", lambda: collector.metric("otelcol_exporter_queue_size") == expected, 10)
     assert collector.metric("otelcol_exporter_send_failed_spans") == 0, "a failed export was dropped"
 
     jaeger.start()
-    assert_exact(jaeger.wait_for_spans("e2e-outage", expected, timeout=DRAIN_TIMEOUT), expected)
+    spans = jaeger.wait_for_spans("e2e-outage", expected, timeout=DRAIN_TIMEOUT)
+    assert_exact(spans, outage)
     assert "e2e-before" not in jaeger.services()  # in-memory Jaeger really restarted
 
 
 def test_collector_sigkill_with_queued_data_loses_nothing(jaeger: Jaeger, collector: Collector) -> None:
     jaeger.stop()
-    emit_spans(collector.otlp_grpc, "e2e-crash", 20)
-    expected = 20 * SPANS_PER_TRACE
+    crash = run_shifts(collector.otlp_grpc, "e2e-crash", 20)
+    assert_all_exported(crash, 20)
+    expected = crash.spans
     # The receiver answered OK only after the spans were written (fsync) to the queue file;
     # they stay there, counted in the queue size, while the export to the absent Jaeger fails.
-    assert collector.metric("otelcol_receiver_accepted_spans") == expected
+    assert collector.metric("otelcol_receiver_accepted_spans") == crash.account.exported == expected
     wait_for("all accepted spans in the queue", lambda: collector.metric("otelcol_exporter_queue_size") == expected, 10)
 
     collector.sigkill()
     jaeger.start()
     collector.start()  # same queue directory, same ports, now with Jaeger up
-    assert_exact(jaeger.wait_for_spans("e2e-crash", expected, timeout=DRAIN_TIMEOUT), expected)
+    spans = jaeger.wait_for_spans("e2e-crash", expected, timeout=DRAIN_TIMEOUT)
+    assert_exact(spans, crash)

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe_otel import BoundedBatchSpanProcessor, FailSoftSpanExporter, TelemetryAccount, configure
+from cafe_otel.failsoft import GRACE_SECONDS
 
 from .conftest import closed_port, seed_shift
 
@@ -98,17 +99,32 @@ def test_a_hung_export_does_not_pile_up_threads():
         hanging.release.set()
 
 
-def test_a_late_answer_is_not_counted_twice():
-    class Slow(SpanExporter):
-        def export(self, spans):
-            time.sleep(0.3)
-            return SpanExportResult.SUCCESS
+class SlowExporter(SpanExporter):
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
+    def export(self, spans):
+        time.sleep(self.seconds)
+        return SpanExportResult.SUCCESS
+
+
+def test_a_late_answer_is_not_counted_twice():
     account = TelemetryAccount()
-    exporter = FailSoftSpanExporter(Slow(), export_timeout=0.1, account=account)
+    exporter = FailSoftSpanExporter(SlowExporter(0.1 + GRACE_SECONDS + 0.3), export_timeout=0.1,
+                                    account=account)
     assert exporter.export([object()] * 2) is SpanExportResult.FAILURE  # type: ignore[list-item]
-    time.sleep(0.4)
+    time.sleep(0.5)
     assert (account.exported, account.dropped) == (0, 2)
+
+
+def test_an_answer_at_the_inner_exporters_own_deadline_counts_as_exported():
+    """The inner exporter gets the same timeout and starts its clock a little later: an
+    export it completes right at that deadline was accepted and must not count as lost."""
+    account = TelemetryAccount()
+    exporter = FailSoftSpanExporter(SlowExporter(0.1 + GRACE_SECONDS / 2), export_timeout=0.1,
+                                    account=account)
+    assert exporter.export([object()] * 2) is SpanExportResult.SUCCESS  # type: ignore[list-item]
+    assert (account.exported, account.dropped) == (2, 0)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
