@@ -103,6 +103,15 @@ class Settings:
     capture: CaptureMode
     disabled: bool
 
+    def __repr__(self) -> str:
+        # Headers carry credentials and an endpoint URL may too: neither is shown as is.
+        return (
+            f"Settings(service_name={self.service_name!r}, protocol={self.protocol!r}, "
+            f"endpoint={display_endpoint(self.endpoint)!r}, headers={sorted(self.headers)!r}, "
+            f"export_timeout={self.export_timeout}, compression={self.compression!r}, "
+            f"capture={self.capture.name}, disabled={self.disabled})"
+        )
+
 
 def resolve_settings(
     *,
@@ -184,6 +193,16 @@ def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> st
     if protocol == HTTP and urlsplit(url).path in ("", "/"):
         url = url.rstrip("/") + HTTP_TRACES_PATH
     return url
+
+
+def display_endpoint(url: str) -> str:
+    """The endpoint as error texts show it: no user:password part, no query string."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def build_resource(settings: Settings, *, replay: bool) -> Resource:
@@ -300,7 +319,7 @@ def configure(
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
-    target = (f"{settings.protocol} {settings.endpoint}" if exporter is None
+    target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
     fail_soft = FailSoftSpanExporter(inner, export_timeout=settings.export_timeout,
                                      account=account, target=target)

@@ -156,3 +156,21 @@ def test_importing_cafe_otel_has_no_side_effects():
             "import cafe_otel; assert threading.active_count() == before; "
             "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_credentials_in_headers_or_the_endpoint_never_reach_a_repr_or_an_error():
+    from .conftest import closed_port
+
+    secret = "sk-canary-header-5f1e"
+    environ = {"OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer {secret}"}
+    settings = resolve_settings(environ=environ)
+    assert settings.headers == {"authorization": f"Bearer {secret}"}
+    assert secret not in repr(settings)
+    handle = configure(endpoint=f"http://user:{secret}@127.0.0.1:{closed_port()}?token={secret}",
+                       export_timeout=0.5, environ=environ)
+    assert secret not in repr(handle)
+    seed_shift(handle.tracer())
+    handle.shutdown(1.0)
+    assert handle.account.dropped > 0
+    assert "127.0.0.1" in handle.account.last_error
+    assert secret not in handle.account.last_error and secret not in handle.account.summary()
