@@ -77,7 +77,7 @@ def start_attributes(node: SpanNode) -> Attributes:
             sc.GEN_AI_CONVERSATION_ID: node.inherited("conversation_id"),
             sc.CAFE_TURN: node.inherited("turn"),
         })
-        found.update(server_attributes(attrs.get("server_address"), attrs.get("server_port")))
+        found.update(server_attributes(g.server_address, g.server_port))
         return found
     if node.kind == TOOL:
         return _drop_none({

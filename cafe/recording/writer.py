@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cafe.clients.base import ChatClient, Message, Response, build_request
+from cafe.clients.wrapper import WrappedClient
 from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
 from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
@@ -109,7 +110,7 @@ class RecordingWriter:
             self._file.close()
 
 
-class RecordingClient:
+class RecordingClient(WrappedClient):
     """Wraps any client and appends one line per `chat` call. It never builds a client of
     its own: it records whatever it was handed."""
 
@@ -129,7 +130,7 @@ class RecordingClient:
         decisions: Iterable[Any] | None = None,
         durable: bool = False,
     ) -> None:
-        self.inner = client
+        super().__init__(client)
         self._wall_clock_ns = wall_clock_ns
         self._monotonic_ns = monotonic_ns
         secrets = client.secrets() if hasattr(client, "secrets") else []
@@ -147,18 +148,6 @@ class RecordingClient:
             decisions=[list(d) for d in decisions] if decisions is not None else None,
         )
         self.writer = RecordingWriter(path, header, mode=mode, scrubber=scrubber, durable=durable)
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @property
-    def provider(self) -> str:
-        return self.inner.provider
-
-    @property
-    def calls(self) -> int:
-        return self.inner.calls
 
     @property
     def path(self) -> Path:

@@ -21,6 +21,9 @@ class Generation:
     usage: dict[str, int] = field(default_factory=dict)
     response: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None  # the tool definitions offered to the model
+    # Where the model was reached, when it was over the network (a live client).
+    server_address: str | None = None
+    server_port: int | None = None
 
     def record_response(self, response: dict[str, Any]) -> None:
         self.response = response

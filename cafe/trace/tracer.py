@@ -57,11 +57,14 @@ class Tracer:
         input: list[dict[str, Any]],
         temperature: float | None = None,
         tools: list[dict[str, Any]] | None = None,
+        server_address: str | None = None,
+        server_port: int | None = None,
         **attrs: Any,
     ) -> Iterator[SpanNode]:
         data = Generation(model=model, provider=provider,
                           input=copy_json(input) if self.keep_inputs else [],
-                          temperature=temperature, tools=tools)
+                          temperature=temperature, tools=tools,
+                          server_address=server_address, server_port=server_port)
         yield from self._lifetime(self._open(name, GENERATION, attrs, data))
 
     def _open(

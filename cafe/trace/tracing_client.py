@@ -5,35 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from cafe.clients.base import ChatClient, Message, Response
+from cafe.clients.wrapper import WrappedClient
 from cafe.trace.tracer import Tracer
 
 
-class TracingClient:
+class TracingClient(WrappedClient):
     def __init__(self, client: ChatClient, tracer: Tracer) -> None:
-        self.inner = client
+        super().__init__(client)
         self.tracer = tracer
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @property
-    def provider(self) -> str:
-        return self.inner.provider
-
-    @property
-    def calls(self) -> int:
-        return self.inner.calls
 
     def __repr__(self) -> str:
         return f"TracingClient({self.inner!r})"
-
-    def __getattr__(self, name: str) -> Any:
-        # server_address, secrets() and the like belong to the wrapped client. Without `inner`
-        # (a copy being built) there is nothing to delegate to: recursing would never end.
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def _endpoint(self) -> dict[str, Any]:
         """server_address / server_port of a client that talks to a network endpoint."""

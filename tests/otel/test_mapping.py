@@ -65,6 +65,7 @@ def test_server_attributes_come_from_a_client_that_knows_its_endpoint():
                              (cafe.ScriptedClient(), {})):
         tracer = cafe.Tracer()
         cafe.TracingClient(client, tracer).chat([{"role": "user", "content": "hello"}])
+        assert "server_address" not in tracer.render()  # transport detail, not part of the tree
         attributes = mapping.start_attributes(tracer.generations()[0])
         assert {k: v for k, v in attributes.items() if k.startswith("server.")} == expected
 
@@ -107,3 +108,15 @@ def test_capture_mode_from_argument_and_environment():
     assert content.capture_mode(None, {content.CAPTURE_ENV: "false"}) is content.CaptureMode.NO_CONTENT
     assert content.capture_mode(None, {content.CAPTURE_ENV: "yes please"}) is content.CaptureMode.NO_CONTENT
     assert content.capture_mode(None, {}) is content.CaptureMode.NO_CONTENT
+
+
+def test_the_endpoint_shows_through_a_recording_wrapper(tmp_path):
+    class Live(cafe.ScriptedClient):
+        server_address, server_port = "models.example", 8443
+
+    tracer = cafe.Tracer()
+    recorder = cafe.RecordingClient(Live(), tmp_path / "r.jsonl")
+    cafe.TracingClient(recorder, tracer).chat([{"role": "user", "content": "hello"}])
+    recorder.close()
+    attributes = mapping.start_attributes(tracer.generations()[0])
+    assert (attributes["server.address"], attributes["server.port"]) == ("models.example", 8443)
