@@ -195,6 +195,23 @@ def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> st
     return url
 
 
+def _batch_setting(explicit: int | None, env: Mapping[str, str], variable: str, default: int) -> int:
+    """An OTEL_BSP_* batch setting: the explicit argument, else the variable, else the
+    specification's default (the delay is in milliseconds there)."""
+    if explicit is not None:
+        return explicit
+    raw = _first(env, variable)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise TelemetryConfigError(f"{variable}: {raw!r} is not a whole number") from None
+    if value < 1:
+        raise TelemetryConfigError(f"{variable}: must be at least 1, not {value}")
+    return value
+
+
 def display_endpoint(url: str) -> str:
     """The endpoint as error texts show it: no user:password part, no query string."""
     parts = urlsplit(url)
@@ -303,8 +320,9 @@ def configure(
     exporter: SpanExporter | None = None,
     metadata_only: bool = True,
     resource: Resource | None = None,
-    max_queue_size: int = 2048,
-    schedule_delay: float = 1.0,
+    max_queue_size: int | None = None,
+    max_export_batch_size: int | None = None,
+    schedule_delay: float | None = None,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     extra_processors: tuple[SpanProcessor, ...] = (),
     environ: Mapping[str, str] | None = None,
@@ -323,8 +341,15 @@ def configure(
               else type(exporter).__name__)
     fail_soft = FailSoftSpanExporter(inner, export_timeout=settings.export_timeout,
                                      account=account, target=target)
-    batch = BoundedBatchSpanProcessor(fail_soft, account=account, max_queue_size=max_queue_size,
-                                      schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout)
+    env = os.environ if environ is None else environ
+    batch = BoundedBatchSpanProcessor(
+        fail_soft, account=account,
+        max_queue_size=_batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+        max_export_batch_size=_batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+        schedule_delay=(schedule_delay if schedule_delay is not None
+                        else _batch_setting(None, env, "OTEL_BSP_SCHEDULE_DELAY", 1000) / 1000),
+        shutdown_timeout=shutdown_timeout,
+    )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
     first: SpanProcessor = (MetadataOnlySpanProcessor(batch, allowlist=allowlist, account=account)

@@ -174,3 +174,21 @@ def test_credentials_in_headers_or_the_endpoint_never_reach_a_repr_or_an_error()
     assert handle.account.dropped > 0
     assert "127.0.0.1" in handle.account.last_error
     assert secret not in handle.account.last_error and secret not in handle.account.summary()
+
+
+def test_batch_settings_come_from_otel_bsp_variables_with_arguments_winning():
+    environ = {"OTEL_BSP_MAX_QUEUE_SIZE": "3", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "5",
+               "OTEL_BSP_SCHEDULE_DELAY": "60000"}
+    sink = InMemorySpanExporter()
+    handle = configure(exporter=sink, environ=environ)
+    # 11 spans into a queue of 3 that no batch (5) or delay (60 s) empties before shutdown.
+    seed_shift(handle.tracer())
+    handle.shutdown(2.0)
+    assert handle.account.dropped_queue_full == 11 - 3
+    assert len(sink.get_finished_spans()) == 3
+    explicit = configure(exporter=InMemorySpanExporter(), environ=environ, max_queue_size=64)
+    seed_shift(explicit.tracer())
+    explicit.shutdown(2.0)
+    assert explicit.account.dropped == 0
+    with pytest.raises(TelemetryConfigError, match="OTEL_BSP_MAX_QUEUE_SIZE"):
+        configure(exporter=InMemorySpanExporter(), environ={"OTEL_BSP_MAX_QUEUE_SIZE": "lots"})
