@@ -10,11 +10,14 @@ The file is opened read-only and read one line at a time, each line bounded by
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -319,47 +322,65 @@ def load_recording(path: Path | str, *, allow_truncated: bool = False) -> Record
     crash is dropped (and `truncated` is set) instead of raising `TruncatedRecording`.
     The file is opened read-only; reading never changes it."""
     path = Path(path)
+    with _collector_paused(), open_for_reading(path) as source:
+        return _load(path, source, allow_truncated)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a recording is parsed: each line makes
+    dozens of dicts, none of them in a cycle, and the collections they trigger grow with the
+    heap, which made loading 10,000 calls twice as slow per call as loading 100."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
     reader = _LineReader(path)
     header: Header | None = None
     calls: list[RecordedCall] = []
     ending: Ending | None = None
     truncated = False
-    with open_for_reading(path) as source:
-        for number, raw, terminated in _lines(source, reader):
-            try:
-                obj = reader.parse(raw, number)
-            except (MalformedLine, NotARecording):
-                # Only an unterminated last line can be a crash artefact; anything else
-                # malformed is reported as what it is.
-                if terminated:
-                    raise
-                if number == 1:
-                    if raw.lstrip().startswith(b"{"):
-                        raise TruncatedRecording(path, 1, 0, usable=False) from None
-                    raise
-                if not allow_truncated:
-                    raise TruncatedRecording(path, number, len(calls)) from None
-                truncated = True
-                break
-            if header is None:
-                if "format" in obj:
-                    header = reader.header(obj)
-                    continue
-                if "call" in obj:
-                    raise reader.fail(1, "the header line", "a call line (the header is missing)")
-                if "request" in obj or "response" in obj:
-                    header = Header(version=LEGACY_VERSION)
-                else:
-                    raise NotARecording(
-                        path, "line 1 is neither a header nor a {request, response} line", line=1
-                    )
-            if ending is not None:
-                raise reader.fail(number, "nothing after the end line", "another line")
-            legacy = header.version == LEGACY_VERSION
-            if "end" in obj and not legacy:
-                ending = reader.ending(obj, number, len(calls))
+    for number, raw, terminated in _lines(source, reader):
+        try:
+            obj = reader.parse(raw, number)
+        except (MalformedLine, NotARecording):
+            # Only an unterminated last line can be a crash artefact; anything else
+            # malformed is reported as what it is.
+            if terminated:
+                raise
+            if number == 1:
+                if raw.lstrip().startswith(b"{"):
+                    raise TruncatedRecording(path, 1, 0, usable=False) from None
+                raise
+            if not allow_truncated:
+                raise TruncatedRecording(path, number, len(calls)) from None
+            truncated = True
+            break
+        if header is None:
+            if "format" in obj:
+                header = reader.header(obj)
                 continue
-            calls.append(reader.call(obj, number, len(calls) + 1, legacy))
+            if "call" in obj:
+                raise reader.fail(1, "the header line", "a call line (the header is missing)")
+            if "request" in obj or "response" in obj:
+                header = Header(version=LEGACY_VERSION)
+            else:
+                raise NotARecording(
+                    path, "line 1 is neither a header nor a {request, response} line", line=1
+                )
+        if ending is not None:
+            raise reader.fail(number, "nothing after the end line", "another line")
+        legacy = header.version == LEGACY_VERSION
+        if "end" in obj and not legacy:
+            ending = reader.ending(obj, number, len(calls))
+            continue
+        calls.append(reader.call(obj, number, len(calls) + 1, legacy))
     if header is None:
         raise NotARecording(path, "the file is empty")
     return Recording(path, header, calls, ending, truncated)

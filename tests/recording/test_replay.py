@@ -206,3 +206,26 @@ def test_verbatim_fast_path_keeps_strict_json_types(tmp_path):
     with pytest.raises(ReplayMismatch) as caught:
         ReplayClient(path).chat(messages, None, False)
     assert "$.temperature" in str(caught.value)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_loading_leaves_the_garbage_collector_as_it_found_it(tmp_path, enabled):
+    import gc
+
+    import cafe
+    from cafe import load_recording
+    from cafe.recording.errors import NotARecording
+
+    good = tmp_path / "good.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, good, responder=cafe.make_responder([]))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n")
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert len(load_recording(good).calls) == 3
+        assert gc.isenabled() is enabled
+        with pytest.raises(NotARecording):
+            load_recording(bad)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
