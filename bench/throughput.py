@@ -6,9 +6,8 @@ persistent fsync'd queue, OTLP/gRPC to Jaeger), on 127.0.0.1 (bench/stack.py). T
 is a fresh process (`python -m bench.throughput child ...`) emitting GenAI `chat` spans
 (the attributes of one model call) with the OTel tracer of a provider, paced to a target
 rate, through cafe_otel's chain (MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor
--> FailSoftSpanExporter -> OTLP/gRPC). The chain is assembled here from cafe_otel's public
-classes exactly as `configure` assembles it, because `configure` does not take the batch
-size. At the end the child flushes with `shutdown(30)`.
+-> FailSoftSpanExporter -> OTLP/gRPC) as `cafe_otel.configure` builds it, with the queue,
+batch size and delay of each trial. At the end the child flushes with `shutdown(30)`.
 
 "Sent" is every span the process made. Lost = made - the Collector's own
 `otelcol_receiver_accepted_spans` increase (scraped from its Prometheus endpoint once it
@@ -52,31 +51,22 @@ def child(endpoint: str, rate: float, seconds: float, queue: int, batch: int, de
           mode: str = "spans") -> None:
     import logging
 
-    from opentelemetry.sdk.trace import TracerProvider
-
     import cafe_otel
     from cafe import ScriptedClient, make_responder, run_shift
     from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
-    from cafe_otel.configure import build_otlp_exporter, build_resource, resolve_settings
 
     logging.disable(logging.CRITICAL)
-    settings = resolve_settings(service_name="bench-throughput", endpoint=endpoint,
-                                                 protocol="grpc", environ={})
-    account = cafe_otel.TelemetryAccount()
-    fail_soft = cafe_otel.FailSoftSpanExporter(build_otlp_exporter(settings),
-                                               export_timeout=settings.export_timeout, account=account)
-    batcher = cafe_otel.BoundedBatchSpanProcessor(fail_soft, account=account, max_queue_size=queue,
-                                                  max_export_batch_size=batch, schedule_delay=delay)
-    provider = TracerProvider(resource=build_resource(settings, replay=False),
-                              shutdown_on_exit=False)
-    provider.add_span_processor(cafe_otel.MetadataOnlySpanProcessor(batcher, account=account))
+    handle = cafe_otel.configure("bench-throughput", endpoint=endpoint, protocol="grpc", environ={},
+                                 max_queue_size=queue, max_export_batch_size=batch, schedule_delay=delay,
+                                 shutdown_timeout=30.0)
+    provider, account = handle.provider, handle.account
 
     from opentelemetry.trace import SpanKind
 
     bare = provider.get_tracer("bench.throughput")
 
     def emit_shift() -> int:
-        tracer = cafe_otel.OTelTracer(provider, account=account)
+        tracer = handle.tracer()
         run_shift(ScriptedClient(), DEFAULT_SCRIPT, make_responder(DEFAULT_DECISIONS), tracer=tracer)
         return len(tracer.nodes())
 
@@ -99,7 +89,7 @@ def child(endpoint: str, rate: float, seconds: float, queue: int, batch: int, de
         made += emit()
     elapsed = time.monotonic() - start
     flush_started = time.monotonic()
-    batcher.shutdown(timeout=30.0)
+    handle.shutdown(30.0)
     snap = account.snapshot()
     print(json.dumps({
         "made": made, "seconds": elapsed, "flush": time.monotonic() - flush_started,
