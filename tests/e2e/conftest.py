@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .stack import Collector, Jaeger
-
-BUILD_HINT = "build them with `bash scripts/build-otel-binaries.sh` (needs Go and the Go module proxy)"
+from otelstack import BUILD_HINT, Collector, Jaeger, binary_path, usable
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,10 +23,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _binary(env_var: str, name: str) -> Path:
-    explicit = os.environ.get(env_var)
-    cache = Path(os.environ.get("CAFE_OTEL_BIN_CACHE") or Path.home() / ".cache" / "cafe-otel" / "bin")
-    path = Path(explicit) if explicit else cache / "current" / name
-    if path.is_file() and os.access(path, os.X_OK):
+    path, explicit = binary_path(env_var, name)
+    if usable(path):
         return path
     message = f"{name} binary not found at {path} (set {env_var} or {BUILD_HINT})"
     # A path someone set on purpose and got wrong is an error, not a reason to skip.

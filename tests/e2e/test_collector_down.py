@@ -15,8 +15,9 @@ import time
 
 import pytest
 
+from otelstack import Collector, Jaeger
+
 from .shifts import SPANS_PER_SHIFT, run_shifts
-from .stack import Collector, Jaeger
 
 pytestmark = pytest.mark.e2e
 

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from otelstack import COLLECTOR_CONFIG, JAEGER_CONFIG, REPO
+
 from .versions import (
-    COLLECTOR_CONFIG,
     COLLECTOR_IMAGE,
     COMPOSE_FILE,
-    JAEGER_CONFIG,
     JAEGER_IMAGE,
-    REPO,
     jaeger_release,
     manifest_release,
 )
@@ -114,7 +113,7 @@ def test_the_collector_allowlist_covers_every_metadata_key_cafe_otel_sends() -> 
     reaches the backend and each span carries a false redaction count)."""
     from cafe_otel.semconv import METADATA_ALLOWLIST
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "collector-config" / "collector.yaml").read_text())
+    config = yaml.safe_load(COLLECTOR_CONFIG.read_text())
     allowed = set(config["processors"]["redaction"]["allowed_keys"])
     assert sorted(METADATA_ALLOWLIST - allowed) == []
     assert "service.name" in allowed

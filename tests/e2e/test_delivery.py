@@ -17,11 +17,11 @@ from collections import Counter
 import pytest
 
 import cafe
+from otelstack import Collector, Jaeger
 
 from .shifts import AGENT, SCRIPTED_MODEL, TOOL, Shifts, run_shifts
 from .spans import ALLOWED_KEYS, MODEL, SPAN_NAMES, SPANS_PER_TRACE, emit_spans
 from .spans import TOOL as TOOL_NAME
-from .stack import Collector, Jaeger
 
 pytestmark = pytest.mark.e2e
 

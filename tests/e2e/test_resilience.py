@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from otelstack import Collector, Jaeger, wait_for
+
 from .shifts import SPANS_PER_SHIFT, Shifts, run_shifts
-from .stack import Collector, Jaeger, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .versions import COLLECTOR_CONFIG
+from otelstack import COLLECTOR_CONFIG
 
 pytestmark = pytest.mark.e2e
 

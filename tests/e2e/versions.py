@@ -8,12 +8,10 @@ the container image tags used in docker-compose.yml.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from otelstack.layout import REPO
+
 MANIFEST = REPO / "collector-config" / "manifest.yaml"
-COLLECTOR_CONFIG = REPO / "collector-config" / "collector.yaml"
-JAEGER_CONFIG = REPO / "collector-config" / "jaeger.yaml"
 JAEGER_GO_MOD = REPO / "tools" / "jaeger" / "go.mod"
 COMPOSE_FILE = REPO / "docker-compose.yml"
 

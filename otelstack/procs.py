@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .versions import COLLECTOR_CONFIG, JAEGER_CONFIG
+from otelstack.layout import COLLECTOR_CONFIG, JAEGER_CONFIG
 
 LOOPBACK = "127.0.0.1"
 
