@@ -183,7 +183,8 @@ def _check_transcript(recording: Recording, run: ShiftRun) -> None:
 
 def _cmd_replay(args, plugins, environ, out, err) -> int:
     recording = load_recording(args.path, allow_truncated=args.allow_truncated)
-    _, rng, conversation_id = _seeded(recording.header.seed or 0)
+    _, rng, derived_id = _seeded(recording.header.seed or 0)
+    conversation_id = recording.header.conversation_id or derived_id
     origin_ns = recording.header.clock_origin_unix_nano or 0
     session = _open_telemetry(plugins, args, environ, clock=None)
     tracer = session.tracer if session else Tracer(clock=TickClock())

@@ -31,6 +31,7 @@ RETRIES_EXHAUSTED = "retries_exhausted"
 STOP_REASONS = (ANSWERED, SCRIPT_DONE, TURN_CAP, CONSENT_VIOLATION, RETRIES_EXHAUSTED)
 
 AGENT_NAME = "cafe-counter"
+DEFAULT_CONVERSATION_ID = "shift-1"
 CANCELLED = "cancelled"
 
 
@@ -77,7 +78,7 @@ def run_shift(
     tracer: Tracer | None = None,
     max_turns: int = 8,
     max_repairs: int = 2,
-    conversation_id: str = "shift-1",
+    conversation_id: str = DEFAULT_CONVERSATION_ID,
     temperature: float = 0.0,
     system_prompt: str = SYSTEM_PROMPT,
 ) -> ShiftRun:

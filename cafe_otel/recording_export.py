@@ -67,6 +67,8 @@ def _chat_attributes(recording: Recording, call: RecordedCall, model: str, provi
         sc.GEN_AI_REQUEST_MODEL: model,
         sc.CAFE_RECORDING_CALL: call.index,
     }
+    if recording.header.conversation_id is not None:
+        attributes[sc.GEN_AI_CONVERSATION_ID] = recording.header.conversation_id
     if isinstance(temperature, int | float) and not isinstance(temperature, bool):
         attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = float(temperature)
     attributes.update(mapping.response_attributes(call.response))
@@ -98,6 +100,8 @@ def export_recording(
     }
     if recording.ending is not None:
         agent_attributes[sc.CAFE_STOP_REASON] = recording.ending.stop_reason
+    if recording.header.conversation_id is not None:
+        agent_attributes[sc.GEN_AI_CONVERSATION_ID] = recording.header.conversation_id
     agent = tracer.start_span(
         sc.AGENT_SPAN_NAME.format(agent=AGENT_NAME), context=None, kind=SpanKind.INTERNAL,
         attributes=agent_attributes, start_time=window.start,

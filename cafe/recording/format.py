@@ -39,6 +39,7 @@ class Header:
     recorded_at: str | None = None
     seed: int | None = None
     clock_origin_unix_nano: int | None = None
+    conversation_id: str | None = None
     script: list[str] | None = None
     decisions: list[list[Any]] | None = None
 
@@ -52,6 +53,7 @@ class Header:
             "recorded_at": self.recorded_at,
             "seed": self.seed,
             "clock_origin_unix_nano": self.clock_origin_unix_nano,
+            "conversation_id": self.conversation_id,
             "script": self.script,
             "decisions": self.decisions,
         }

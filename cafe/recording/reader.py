@@ -167,7 +167,8 @@ class _LineReader:
             raise UnsupportedVersion(self.path, 1, version, SUPPORTED_VERSIONS)
         types = {
             "harness": str, "model": str, "provider": str, "recorded_at": str,
-            "seed": int, "clock_origin_unix_nano": int, "script": list, "decisions": list,
+            "seed": int, "clock_origin_unix_nano": int, "conversation_id": str,
+            "script": list, "decisions": list,
         }
         for key, expected in types.items():
             value = obj.get(key)

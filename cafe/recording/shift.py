@@ -9,7 +9,7 @@ from typing import Any
 from cafe.clients.base import ChatClient
 from cafe.consent import Decision, Responder, make_responder
 from cafe.errors import ScriptError
-from cafe.loop import ShiftRun, run_shift
+from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, run_shift
 from cafe.recording.format import Ending, Recording
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
@@ -37,10 +37,11 @@ def record_shift(
     """Run a shift through a `RecordingClient` on `path`. `decisions`, when given, are kept
     in the header so that `cafe replay` can rebuild the same synthetic customer."""
     tracer = tracer if tracer is not None else Tracer()
+    shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
     clock_options = {"wall_clock_ns": wall_clock_ns} if wall_clock_ns else {}
     recorder = RecordingClient(
         client, path, mode=mode, scrubber=scrubber, seed=seed, script=script,
-        decisions=decisions, **clock_options,
+        decisions=decisions, conversation_id=shift_options["conversation_id"], **clock_options,
     )
     try:
         run = run_shift(recorder, script, responder, tracer=tracer, **shift_options)
@@ -89,6 +90,8 @@ def replay_shift(
         else load_recording(path, allow_truncated=allow_truncated)
     )
     client = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
+    if recording.header.conversation_id is not None:
+        shift_options.setdefault("conversation_id", recording.header.conversation_id)
     run = run_shift(
         client,
         script_of(recording) if script is None else script,

@@ -128,6 +128,7 @@ class RecordingClient(WrappedClient):
         seed: int | None = None,
         script: Iterable[str] | None = None,
         decisions: Iterable[Any] | None = None,
+        conversation_id: str | None = None,
         durable: bool = False,
     ) -> None:
         super().__init__(client)
@@ -144,6 +145,7 @@ class RecordingClient(WrappedClient):
             recorded_at=recorded_at or _iso(origin),
             seed=seed,
             clock_origin_unix_nano=origin,
+            conversation_id=conversation_id,
             script=list(script) if script is not None else None,
             decisions=[list(d) for d in decisions] if decisions is not None else None,
         )

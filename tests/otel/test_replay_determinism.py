@@ -160,3 +160,18 @@ def test_the_plugin_is_found_through_its_entry_point():
 
     found = installed_plugins(lambda line: None)
     assert any(p is plugin for p in found)
+
+
+def test_the_conversation_id_travels_from_the_recording_to_replays_and_exported_spans(tmp_path):
+    path = tmp_path / "conversation.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]),
+                      conversation_id="shift-7f3a")
+    assert cafe.load_recording(path).header.conversation_id == "shift-7f3a"
+    replayed, _ = cafe.replay_shift(path, responder=cafe.make_responder([]))
+    assert replayed.conversation_id == "shift-7f3a"
+    sink = InMemorySpanExporter()
+    handle = configure("cafe-export", exporter=sink, replay=True, environ={})
+    export_recording(path, handle.provider)
+    handle.shutdown(2.0)
+    ids = {span.attributes.get("gen_ai.conversation.id") for span in sink.get_finished_spans()}
+    assert ids == {"shift-7f3a"}
