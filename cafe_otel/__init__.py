@@ -6,7 +6,7 @@ package has no side effects: nothing global is set; `configure()` returns a hand
 
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.configure import TelemetryConfigError, TelemetryHandle, configure, resolve_settings
+from cafe_otel.configure import TelemetryHandle, configure
 from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.failsoft import FailSoftSpanExporter
 from cafe_otel.ids import SequentialIdGenerator
@@ -14,6 +14,7 @@ from cafe_otel.metadata_processor import MetadataOnlySpanProcessor, sanitise_spa
 from cafe_otel.otlp import describe, diff, encode
 from cafe_otel.recording_export import export_recording
 from cafe_otel.semconv import GENAI_SEMCONV_VERSION, SCHEMA_URL
+from cafe_otel.settings import TelemetryConfigError, resolve_settings
 from cafe_otel.tracer import OTelTracer
 
 __all__ = [

@@ -24,11 +24,12 @@ from cafe.recording.errors import RecordingError
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
-from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, GRPC, HTTP, TelemetryHandle, configure
+from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, TelemetryHandle, configure
 from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
+from cafe_otel.settings import GRPC, HTTP
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 

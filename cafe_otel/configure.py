@@ -5,9 +5,7 @@ OTLP exporter (gRPC or HTTP) or the explicit `exporter`. Settings come from expl
 arguments first, then the `OTEL_*` variables of `environ` (os.environ at call time), then
 defaults. Nothing global is touched: no `set_tracer_provider`, the provider is on the handle.
 
-OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT is read in MILLISECONDS, as the specification says
-(the Python OTLP exporters read it in seconds; we pass them an explicit timeout, so their
-reading never applies). The explicit `export_timeout` argument is in seconds.
+How settings are resolved (and the OTEL_* variables read) is `cafe_otel.settings`.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -27,199 +25,28 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
-from cafe.errors import ConfigurationError
 from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.content import CaptureMode, capture_mode
+from cafe_otel.content import CaptureMode
 from cafe_otel.failsoft import FailSoftSpanExporter
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
+from cafe_otel.settings import (
+    GRPC,
+    Settings,
+    batch_setting,
+    display_endpoint,
+    resolve_settings,
+)
 from cafe_otel.tracer import OTelTracer
 
-DEFAULT_SERVICE_NAME = "cafe"
-GRPC, HTTP = "grpc", "http/protobuf"
-DEFAULT_PROTOCOL = GRPC  # what the Python distro defaults to; the collector's 4317
-DEFAULT_ENDPOINTS = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}
-HTTP_TRACES_PATH = "/v1/traces"
-DEFAULT_EXPORT_TIMEOUT = 5.0
 # How long a process waits for the collector when it exits. Short on purpose: buffering
 # and retry belong to the Collector next to the service (collector-config/), not to the
 # request path; a process handing spans to a local Collector needs milliseconds, and a
 # dead one must not hold the exit (the stock SDK waits 7-30 s). What is left is counted.
 DEFAULT_SHUTDOWN_TIMEOUT = 0.5
-
-
-class TelemetryConfigError(ConfigurationError):
-    """A telemetry setting that cannot be used; the message names the variable."""
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
-
-
-def _first(environ: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def parse_key_values(text: str | None, variable: str) -> dict[str, str]:
-    """`k=v,k2=v2` with percent-encoded values (W3C baggage style, as the spec says)."""
-    found: dict[str, str] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise TelemetryConfigError(f"{variable}: an entry is not key=value (entry {len(found) + 1})")
-        found[unquote(key.strip())] = unquote(value.strip())
-    return found
-
-
-def normalise_protocol(value: str, source: str) -> str:
-    text = value.strip().lower()
-    if text in ("grpc",):
-        return GRPC
-    if text in ("http/protobuf", "http"):
-        return HTTP
-    raise TelemetryConfigError(f"{source}: protocol {value!r} is not supported (use grpc or http/protobuf)")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The resolved settings, each with where it came from kept out of the value."""
-
-    service_name: str
-    resource_attributes: dict[str, str]
-    protocol: str
-    endpoint: str
-    headers: dict[str, str]
-    export_timeout: float
-    compression: str | None
-    capture: CaptureMode
-    disabled: bool
-
-    def __repr__(self) -> str:
-        # Headers carry credentials and an endpoint URL may too: neither is shown as is.
-        return (
-            f"Settings(service_name={self.service_name!r}, protocol={self.protocol!r}, "
-            f"endpoint={display_endpoint(self.endpoint)!r}, headers={sorted(self.headers)!r}, "
-            f"export_timeout={self.export_timeout}, compression={self.compression!r}, "
-            f"capture={self.capture.name}, disabled={self.disabled})"
-        )
-
-
-def resolve_settings(
-    *,
-    service_name: str | None = None,
-    endpoint: str | None = None,
-    protocol: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    export_timeout: float | None = None,
-    capture_content: CaptureMode | str | bool | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Settings:
-    """Explicit arguments beat OTEL_* variables, which beat defaults."""
-    env = os.environ if environ is None else environ
-    resource = parse_key_values(env.get("OTEL_RESOURCE_ATTRIBUTES"), "OTEL_RESOURCE_ATTRIBUTES")
-    name = service_name or _first(env, "OTEL_SERVICE_NAME") or resource.get(sc.SERVICE_NAME) \
-        or DEFAULT_SERVICE_NAME
-
-    if protocol is not None:
-        proto = normalise_protocol(protocol, "protocol argument")
-    else:
-        raw = _first(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-        proto = normalise_protocol(raw, "OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL") if raw else DEFAULT_PROTOCOL
-
-    url = _endpoint(endpoint, env, proto)
-
-    if headers is not None:
-        head = dict(headers)
-    else:
-        head = parse_key_values(
-            _first(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
-            "OTEL_EXPORTER_OTLP_(TRACES_)HEADERS",
-        )
-
-    if export_timeout is not None:
-        timeout = float(export_timeout)
-    else:
-        raw = _first(env, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
-        timeout = _millis(raw) if raw else DEFAULT_EXPORT_TIMEOUT
-    if timeout <= 0:
-        raise TelemetryConfigError("export timeout must be positive")
-
-    compression = _first(env, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
-    if compression and compression.lower() not in ("gzip", "none"):
-        raise TelemetryConfigError(
-            f"OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION: {compression!r} is not gzip or none")
-
-    return Settings(
-        service_name=name,
-        resource_attributes=resource,
-        protocol=proto,
-        endpoint=url,
-        headers=head,
-        export_timeout=timeout,
-        compression=compression.lower() if compression else None,
-        capture=capture_mode(capture_content, env),
-        disabled=_truthy(env.get("OTEL_SDK_DISABLED")),
-    )
-
-
-def _millis(raw: str) -> float:
-    try:
-        return float(raw) / 1000.0
-    except ValueError:
-        raise TelemetryConfigError(
-            f"OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT: {raw!r} is not a number of milliseconds") from None
-
-
-def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> str:
-    # The signal-specific variable is a full URL used as is; the generic one is a base to
-    # which HTTP appends /v1/traces. An explicit argument is treated like the generic one
-    # unless it already carries a path.
-    signal = _first(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    base = explicit or (None if signal else _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT"))
-    if explicit is None and signal:
-        return signal
-    url = base or DEFAULT_ENDPOINTS[protocol]
-    if "://" not in url:
-        url = "http://" + url
-    if protocol == HTTP and urlsplit(url).path in ("", "/"):
-        url = url.rstrip("/") + HTTP_TRACES_PATH
-    return url
-
-
-def _batch_setting(explicit: int | None, env: Mapping[str, str], variable: str, default: int) -> int:
-    """An OTEL_BSP_* batch setting: the explicit argument, else the variable, else the
-    specification's default (the delay is in milliseconds there)."""
-    if explicit is not None:
-        return explicit
-    raw = _first(env, variable)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise TelemetryConfigError(f"{variable}: {raw!r} is not a whole number") from None
-    if value < 1:
-        raise TelemetryConfigError(f"{variable}: must be at least 1, not {value}")
-    return value
-
-
-def display_endpoint(url: str) -> str:
-    """The endpoint as error texts show it: no user:password part, no query string."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def build_resource(settings: Settings, *, replay: bool) -> Resource:
@@ -344,10 +171,10 @@ def configure(
     env = os.environ if environ is None else environ
     batch = BoundedBatchSpanProcessor(
         fail_soft, account=account,
-        max_queue_size=_batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-        max_export_batch_size=_batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+        max_queue_size=batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+        max_export_batch_size=batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
         schedule_delay=(schedule_delay if schedule_delay is not None
-                        else _batch_setting(None, env, "OTEL_BSP_SCHEDULE_DELAY", 1000) / 1000),
+                        else batch_setting(None, env, "OTEL_BSP_SCHEDULE_DELAY", 1000) / 1000),
         shutdown_timeout=shutdown_timeout,
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
