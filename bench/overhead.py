@@ -153,7 +153,7 @@ def run(smoke: bool = False) -> list[Figure]:
             return (time.perf_counter() - begin) / ops
         return sample
 
-    def deepcopy_only():
+    def input_copy_only():
         from cafe.jsondata import copy_json
 
         def sample() -> float:
@@ -186,7 +186,7 @@ def run(smoke: bool = False) -> list[Figure]:
         "ours_unfiltered": ours_unfiltered,
         "noop_otel": noop_otel(),
         "null_cafe": null_cafe(),
-        "deepcopy": deepcopy_only(),
+        "input_copy": input_copy_only(),
     }
     paired = interleaved(variants, repeats)
     dropped = handle_off.account.dropped + handle_on.account.dropped
@@ -214,7 +214,7 @@ def run(smoke: bool = False) -> list[Figure]:
                note="reference: NoOpTracerProvider, same name and attributes"),
         Figure(1, "cafe NullTracer generation", us["null_cafe"], "µs", "",
                note="reference: TracingClient over NullTracer"),
-        Figure(1, "copy of one call's input messages", us["deepcopy"], "µs", "",
-               note=f"what a content-keeping tracer adds ({paired.ratio('deepcopy', 'ours'):.0%} of ours, "
+        Figure(1, "copy of one call's input messages", us["input_copy"], "µs", "",
+               note=f"what a content-keeping tracer adds ({paired.ratio('input_copy', 'ours'):.0%} of ours, "
                     "paired); an OTelTracer with content off no longer copies"),
     ]
