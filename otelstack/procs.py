@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,18 +25,39 @@ from otelstack.layout import COLLECTOR_CONFIG, JAEGER_CONFIG
 LOOPBACK = "127.0.0.1"
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_ports(*names: str) -> dict[str, int]:
     """Ports that were free a moment ago, one per name, all different.
 
-    The kernel picks them (bind to port 0); the sockets stay open until all are
-    picked, or it could hand out the same port twice.
+    They are drawn below the kernel's ephemeral range: a port the kernel picked (bind to
+    port 0) is free again once our probe closes, and any outgoing connection on the
+    machine may take it before the program we start binds it. Below the range only
+    another listener can. The probe sockets stay open until all are picked.
     """
-    socks = []
+    low = 20000
+    high = min(_ephemeral_range()[0], 32768)
+    rng = random.Random()
+    socks: list[socket.socket] = []
     try:
-        for _ in names:
+        for _ in range(200 * len(names)):
+            if len(socks) == len(names):
+                break
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind((LOOPBACK, rng.randrange(low, high)))
+            except OSError:
+                sock.close()
+                continue
             socks.append(sock)
-            sock.bind((LOOPBACK, 0))
+        if len(socks) < len(names):
+            raise AssertionError(f"no {len(names)} free ports found between {low} and {high}")
         return {name: sock.getsockname()[1] for name, sock in zip(names, socks, strict=True)}
     finally:
         for sock in socks:
