@@ -2,3 +2,11 @@
 
 DEFAULT_SCRIPT: tuple[str, ...] = ("A latte and a chocolate croissant, please.", "Nothing else, thanks.")
 DEFAULT_DECISIONS: tuple[tuple[str, None], ...] = (("approve", None),)
+
+# The demo's story (`cafe demo`, played by `cafe.clients.story.StoryClient`): an allergy
+# question, then an order for a table that the customer approves once.
+STORY_SCRIPT: tuple[str, ...] = (
+    "Hi! I'm allergic to egg. Is the tomato toast safe for me?",
+    "Lovely. A tomato toast and a latte for table 4, please.",
+)
+STORY_DECISIONS: tuple[tuple[str, None], ...] = (("approve", None),)
