@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from cafe import view
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
@@ -96,6 +97,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
 
     recording_check.register(commands)
+    view.register(commands)
     for plugin in plugins:
         plugin.register(commands, [shift, replay])
     return parser

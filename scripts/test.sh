@@ -17,4 +17,17 @@ else
   echo "      skipped. Install Go >= 1.26, then run 'make test' again (it builds them once)."
 fi
 
+# The page tests look through headless Chromium (Debian's package); as root with apt, install it.
+if ! command -v "${CAFE_CHROMIUM:-chromium}" >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the page tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  elif [ "${CAFE_E2E_STRICT:-0}" = 1 ]; then
+    echo "error: CAFE_E2E_STRICT=1 but headless Chromium is not installed (apt-get install chromium)" >&2
+    exit 1
+  else
+    echo "note: Chromium is not installed, so the page tests will be skipped (apt-get install chromium)."
+  fi
+fi
+
 "$VENV/bin/python" -m pytest "$@"

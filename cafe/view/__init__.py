@@ -1,0 +1,71 @@
+"""`cafe view RECORDING -o shift.html`: a recorded shift as a page you can look at."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from cafe.recording.errors import RecordingError
+from cafe.recording.reader import load_recording
+from cafe.view.page import format_duration, shift_page
+from cafe.view.timeline import ShiftTimeline, timeline
+
+__all__ = ["PageUnwritable", "ShiftTimeline", "format_duration", "register", "shift_page", "timeline",
+           "write_private_page"]
+
+
+class PageUnwritable(RecordingError):
+    exit_code = 38
+
+    def __init__(self, path: Path | str, why: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: cannot write the page ({why})")
+
+
+def write_private_page(path: Path | str, text: str) -> Path:
+    """Create `path` 0600 with `text`; never over anything that exists (a symlink included)."""
+    path = Path(path)
+    if str(path) == "":
+        raise PageUnwritable(path, "the path is empty")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise PageUnwritable(path, "it exists; pages are never overwritten, choose another path") from None
+    except FileNotFoundError:
+        raise PageUnwritable(path, "its directory does not exist") from None
+    except IsADirectoryError:
+        raise PageUnwritable(path, "it is a directory") from None
+    except PermissionError:
+        raise PageUnwritable(path, "permission denied") from None
+    except OSError as error:
+        raise PageUnwritable(path, type(error).__name__) from None
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(text)
+    except BaseException:
+        path.unlink(missing_ok=True)  # a half-written page is not left behind
+        raise
+    return path
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add `view` to the `cafe` command."""
+    parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
+    parser.add_argument("path", help="the recording to show (any version cafe reads)")
+    parser.add_argument("-o", "--out", required=True, metavar="HTML", help="the page to create (never overwritten)")
+    parser.add_argument("--allow-truncated", action="store_true",
+                        help="show the complete calls of a recording whose last line was cut short")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    recording = load_recording(args.path, allow_truncated=args.allow_truncated)
+    shift = timeline(recording)
+    written = write_private_page(args.out, shift_page(shift, source=str(args.path)))
+    out.write(f"wrote {written} (private, mode 0600): {len(shift.calls)} call(s), "
+              f"stop reason {shift.stop_reason or 'not recorded'}\n")
+    return 0

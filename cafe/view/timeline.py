@@ -1,0 +1,201 @@
+"""A recorded shift laid out on its recorded timeline: the rows a waterfall draws.
+
+Only what the recording holds is shown. Each model call sits where its `timing` says
+(a plain recording without timings gets a synthetic timeline, 1 ms a call, and says so).
+Tool calls are not timed by the recording: they are read from the conversation (the call
+that asked for them, and the tool message answering them in the next request) and placed,
+in order, in the gap between the call that asked and the next call, marked as placed.
+Consent decisions are the `propose_order` results, tickets the `fire_ticket` results.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from cafe.recording.format import RecordedCall, Recording
+from cafe.tools import FIRE_TICKET, PROPOSE_ORDER
+
+SYNTHETIC_STEP_NS = 1_000_000
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    call_id: str
+    name: str
+    arguments: str
+    status: str  # from the tool result: its "status", "error" or "ok"; "no result recorded" if none
+    result: str | None
+    start_ns: int
+    end_ns: int
+    decision: str | None = None  # a propose_order's consent outcome
+    ticket_number: int | None = None
+
+
+@dataclass(frozen=True)
+class CallRow:
+    index: int
+    model: str
+    start_ns: int
+    end_ns: int
+    input_tokens: int | None
+    output_tokens: int | None
+    finish_reason: str | None
+    new_messages: list[dict[str, Any]]  # what this call added to the conversation
+    reply: dict[str, Any]
+    tools: list[ToolRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ShiftTimeline:
+    title: str
+    model: str
+    start_ns: int
+    end_ns: int
+    timed: bool  # False: a synthetic timeline (the recording holds no timings)
+    stop_reason: str | None
+    calls: list[CallRow]
+
+    @property
+    def duration_ns(self) -> int:
+        return max(self.end_ns - self.start_ns, 1)
+
+    def rows(self) -> list[tuple[str, str, int, int]]:
+        """(kind, label, start, end) of every bar, in time order: shift, calls, tools."""
+        found = [("shift", self.title, self.start_ns, self.end_ns)]
+        for call in self.calls:
+            found.append(("chat", f"chat {call.model}", call.start_ns, call.end_ns))
+            found.extend(("tool", f"execute_tool {tool.name}", tool.start_ns, tool.end_ns) for tool in call.tools)
+        return found
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _windows(recording: Recording) -> tuple[list[tuple[int, int]], bool]:
+    origin = recording.header.clock_origin_unix_nano or 0
+    windows = []
+    timed = all(call.timing is not None for call in recording.calls) and bool(recording.calls)
+    for position, call in enumerate(recording.calls):
+        if timed and call.timing is not None:
+            windows.append((call.timing.start_unix_nano, call.timing.start_unix_nano + call.timing.duration_ns))
+        else:
+            start = origin + (2 * position + 1) * SYNTHETIC_STEP_NS
+            windows.append((start, start + SYNTHETIC_STEP_NS))
+    return windows, timed
+
+
+def _reply(call: RecordedCall) -> dict[str, Any]:
+    choices = call.response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    return {}
+
+
+def _finish_reason(call: RecordedCall) -> str | None:
+    choices = call.response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        reason = choices[0].get("finish_reason")
+        return reason if isinstance(reason, str) else None
+    return None
+
+
+def _messages(call: RecordedCall) -> list[dict[str, Any]]:
+    messages = call.request.get("messages")
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+
+def _tool_answers(following: RecordedCall | None) -> dict[str, str]:
+    if following is None:
+        return {}
+    return {
+        str(message.get("tool_call_id")): str(message.get("content"))
+        for message in _messages(following)
+        if message.get("role") == "tool"
+    }
+
+
+def _status(result: str | None) -> tuple[str, dict[str, Any]]:
+    if result is None:
+        return "no result recorded", {}
+    try:
+        parsed = json.loads(result)
+    except ValueError:
+        return "ok", {}
+    if not isinstance(parsed, dict):
+        return "ok", {}
+    status = parsed.get("status")
+    if isinstance(status, str):
+        return status, parsed
+    return ("error" if "error" in parsed else "ok"), parsed
+
+
+def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, int]) -> list[ToolRow]:
+    requested = [c for c in _reply(call).get("tool_calls") or [] if isinstance(c, dict)]
+    if not requested:
+        return []
+    answers = _tool_answers(following)
+    start, end = gap
+    step = max((end - start) // len(requested), 0)
+    rows = []
+    for position, tool_call in enumerate(requested):
+        function = tool_call.get("function") if isinstance(tool_call.get("function"), dict) else {}
+        call_id = str(tool_call.get("id"))
+        result = answers.get(call_id)
+        status, parsed = _status(result)
+        rows.append(ToolRow(
+            call_id=call_id,
+            name=str(function.get("name")),
+            arguments=str(function.get("arguments")),
+            status=status,
+            result=result,
+            start_ns=start + position * step,
+            end_ns=start + (position + 1) * step,
+            decision=status if function.get("name") == PROPOSE_ORDER else None,
+            ticket_number=_int(parsed.get("ticket_number")) if function.get("name") == FIRE_TICKET else None,
+        ))
+    return rows
+
+
+def timeline(recording: Recording) -> ShiftTimeline:
+    windows, timed = _windows(recording)
+    model = recording.model or "unknown"
+    calls: list[CallRow] = []
+    seen = 0
+    for position, call in enumerate(recording.calls):
+        following = recording.calls[position + 1] if position + 1 < len(recording.calls) else None
+        start, end = windows[position]
+        next_start = windows[position + 1][0] if following is not None else end + SYNTHETIC_STEP_NS
+        messages = _messages(call)
+        usage = call.response.get("usage") if isinstance(call.response.get("usage"), dict) else {}
+        response_model = call.response.get("model")
+        calls.append(CallRow(
+            index=call.index,
+            model=str(response_model) if isinstance(response_model, str) and not recording.header.model else model,
+            start_ns=start,
+            end_ns=end,
+            input_tokens=_int(usage.get("prompt_tokens")),
+            output_tokens=_int(usage.get("completion_tokens")),
+            finish_reason=_finish_reason(call),
+            new_messages=messages[seen:],
+            reply=_reply(call),
+            tools=_tools(call, following, (end, max(next_start, end))),
+        ))
+        seen = len(messages) + 1  # the reply is part of the next request
+    origin = recording.header.clock_origin_unix_nano
+    starts = [start for start, _ in windows]
+    shift_start = min([origin, *starts]) if origin is not None else min(starts, default=0)
+    ends = [end for _, end in windows] + [tool.end_ns for call in calls for tool in call.tools]
+    return ShiftTimeline(
+        title=f"shift {recording.header.conversation_id}" if recording.header.conversation_id else "shift",
+        model=model,
+        start_ns=shift_start,
+        end_ns=max(ends, default=shift_start),
+        timed=timed,
+        stop_reason=recording.ending.stop_reason if recording.ending else None,
+        calls=calls,
+    )

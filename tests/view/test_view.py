@@ -1,0 +1,157 @@
+"""`cafe view`: a recorded shift as one private, self-contained HTML page."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from cafe import Tracer, make_responder, record_shift
+from cafe.cli import main
+from cafe.clients.scripted import ScriptedClient
+from cafe.clients.story import StoryClient
+from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT, STORY_DECISIONS, STORY_SCRIPT
+from cafe.recording import load_recording
+from tests.view.browser import visit
+
+HOSTILE = '<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png"> & "quotes"'
+
+
+class _Rows(HTMLParser):
+    """The waterfall's rows as the page (or the browser's DOM) holds them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        found = {key: value or "" for key, value in attrs}
+        if tag == "div" and "row" in found.get("class", "").split():
+            self.rows.append(dict(found))
+        elif tag == "div" and found.get("class") == "bar" and self.rows:
+            self.rows[-1]["bar"] = found.get("style", "")
+
+
+def rows_of(page: str) -> _Rows:
+    parser = _Rows()
+    parser.feed(page)
+    return parser
+
+
+def _width(style: str) -> float:
+    for part in style.split(";"):
+        key, _, value = part.partition(":")
+        if key.strip() == "width":
+            return float(value.strip().rstrip("%"))
+    raise AssertionError(f"no width in {style!r}")
+
+
+def _record(path: Path, client, script, decisions) -> Path:
+    record_shift(client, list(script), path, responder=make_responder(decisions), tracer=Tracer(),
+                 decisions=list(decisions))
+    return path
+
+
+def _view(recording: Path, page: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["view", str(recording), "-o", str(page)], environ={}, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _plain(source: Path, target: Path) -> Path:
+    """The same calls as another harness would write them: `{request, response}` a line."""
+    calls = load_recording(source).calls
+    target.write_text("".join(json.dumps({"request": c.request, "response": c.response}) + "\n" for c in calls))
+    return target
+
+
+def _expected_tools(recording: Path) -> int:
+    replies = [c.response["choices"][0]["message"] for c in load_recording(recording).calls]
+    return sum(len(reply.get("tool_calls") or []) for reply in replies)
+
+
+def test_page_is_private_and_never_overwrites(tmp_path):
+    recording = _record(tmp_path / "shift.jsonl", ScriptedClient(), DEFAULT_SCRIPT, DEFAULT_DECISIONS)
+    page = tmp_path / "shift.html"
+    code, out, _ = _view(recording, page)
+    assert code == 0 and "mode 0600" in out
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert "PRIVATE" in page.read_text()
+    before = page.read_bytes()
+    code, _, err = _view(recording, page)
+    assert code == 38 and err.count("\n") == 1 and "never overwritten" in err
+    assert page.read_bytes() == before
+    code, _, err = _view(recording, recording)  # the recording itself is never the output
+    assert code == 38 and load_recording(recording).calls
+
+
+def test_rows_follow_the_recorded_timeline(tmp_path):
+    recording = _record(tmp_path / "story.jsonl", StoryClient(), STORY_SCRIPT, STORY_DECISIONS)
+    page = tmp_path / "story.html"
+    assert _view(recording, page)[0] == 0
+    rows = rows_of(page.read_text()).rows
+    calls = load_recording(recording).calls
+    assert [r["data-kind"] for r in rows].count("chat") == len(calls)
+    assert [r["data-kind"] for r in rows].count("tool") == _expected_tools(recording)
+    chats = [r for r in rows if r["data-kind"] == "chat"]
+    assert [int(r["data-start-ns"]) for r in chats] == [c.timing.start_unix_nano for c in calls]
+    assert [int(r["data-duration-ns"]) for r in chats] == [c.timing.duration_ns for c in calls]
+
+
+def test_hostile_text_is_shown_as_text(tmp_path):
+    recording = _record(tmp_path / "h.jsonl", ScriptedClient(), [HOSTILE, "A latte, please."], DEFAULT_DECISIONS)
+    page = tmp_path / "h.html"
+    assert _view(recording, page)[0] == 0
+    parsed = rows_of(page.read_text())
+    assert "script" not in parsed.tags and "img" not in parsed.tags
+    assert "&lt;script&gt;" in page.read_text()
+
+
+@pytest.mark.parametrize("shape", ["built-in", "plain"])
+def test_browser_shows_every_span_in_time_order_with_widths_from_durations(tmp_path, shape):
+    recording = _record(tmp_path / "shift.jsonl", StoryClient(), STORY_SCRIPT, STORY_DECISIONS)
+    if shape == "plain":
+        recording = _plain(recording, tmp_path / "plain.jsonl")
+    page = tmp_path / f"{shape}.html"
+    assert _view(recording, page)[0] == 0
+
+    seen = visit(page.as_uri(), tmp_path / "browser", shape)
+
+    assert seen.screenshot.stat().st_size > 0
+    rows = rows_of(seen.dom).rows
+    calls = load_recording(recording).calls
+    kinds = [r["data-kind"] for r in rows]
+    assert kinds[0] == "shift"
+    assert kinds.count("chat") == len(calls) and kinds.count("tool") == _expected_tools(recording)
+    starts = [int(r["data-start-ns"]) for r in rows]
+    assert starts == sorted(starts), "spans out of time order"
+    shift_ns = int(rows[0]["data-duration-ns"])
+    chats = [r for r in rows if r["data-kind"] == "chat"]
+    for row, call in zip(chats, calls, strict=True):
+        duration = call.timing.duration_ns if call.timing else 1_000_000  # plain: the synthetic 1 ms
+        assert _width(row["bar"]) == pytest.approx(duration / shift_ns * 100, abs=0.001)
+    assert 'data-stop-reason="consent_violation"' in seen.dom or shape == "plain"
+    assert "synthetic timeline" in seen.dom if shape == "plain" else "recorded timeline" in seen.dom
+    assert "title>pwned" not in seen.dom
+    assert seen.requested_urls() == []
+
+
+def test_browser_runs_no_recorded_markup(tmp_path):
+    recording = _record(tmp_path / "h.jsonl", ScriptedClient(), [HOSTILE, "A latte, please."], DEFAULT_DECISIONS)
+    page = tmp_path / "h.html"
+    assert _view(recording, page)[0] == 0
+    seen = visit(page.as_uri(), tmp_path / "browser", "hostile")
+    assert "<title>pwned" not in seen.dom and "<img" not in seen.dom
+    assert seen.requested_urls() == []
+
+
+def test_the_net_log_check_sees_a_page_that_does_fetch(tmp_path):
+    page = tmp_path / "fetches.html"
+    page.write_text('<html><body><img src="http://127.0.0.1:9/pixel.png"></body></html>')
+    assert visit(page.as_uri(), tmp_path / "browser", "fetches").requested_urls() == ["http://127.0.0.1:9/pixel.png"]
