@@ -1,8 +1,8 @@
 """`configure(...)`: one call from settings to a provider, a processor chain and a handle.
 
-Chain: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor -> FailSoftSpanExporter ->
-OTLP exporter (gRPC or HTTP) or the explicit `exporter`. Settings come from explicit
-arguments first, then the `OTEL_*` variables of `environ` (os.environ at call time), then
+Chain: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor (which puts every exporter call
+behind the fail-soft boundary) -> OTLP exporter (gRPC or HTTP) or the explicit `exporter`.
+Settings come from explicit arguments first, then the `OTEL_*` variables of `environ` (os.environ at call time), then
 defaults. Nothing global is touched: no `set_tracer_provider`, the provider is on the handle.
 
 How settings are resolved (and the OTEL_* variables read) is `cafe_otel.settings`.
@@ -31,7 +31,6 @@ from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode
-from cafe_otel.failsoft import FailSoftSpanExporter
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.settings import (
     GRPC,
@@ -166,11 +165,9 @@ def configure(
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
-    fail_soft = FailSoftSpanExporter(inner, export_timeout=settings.export_timeout,
-                                     account=account, target=target)
     env = os.environ if environ is None else environ
     batch = BoundedBatchSpanProcessor(
-        fail_soft, account=account,
+        inner, account=account, target=target, export_timeout=settings.export_timeout,
         max_queue_size=batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
         max_export_batch_size=batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
         schedule_delay=(schedule_delay if schedule_delay is not None
