@@ -2,15 +2,15 @@
 
 Chain: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor (which puts every exporter call
 behind the fail-soft boundary) -> OTLP exporter (gRPC or HTTP) or the explicit `exporter`.
-Settings come from explicit arguments first, then the `OTEL_*` variables of `environ` (os.environ at call time), then
-defaults. Nothing global is touched: no `set_tracer_provider`, the provider is on the handle.
+Settings come from explicit arguments first, then the `OTEL_*` variables of `environ`
+(os.environ at call time), then defaults. Nothing global is touched: no
+`set_tracer_provider`, the provider is on the handle.
 
-How settings are resolved (and the OTEL_* variables read) is `cafe_otel.settings`.
+How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.settings`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -35,8 +35,8 @@ from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.settings import (
     GRPC,
     Settings,
-    batch_setting,
     display_endpoint,
+    resolve_batch_settings,
     resolve_settings,
 )
 from cafe_otel.tracer import OTelTracer
@@ -159,20 +159,19 @@ def configure(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=export_timeout, capture_content=capture_content, environ=environ,
     )
+    limits = resolve_batch_settings(max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
+                                    schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
+                                    environ=environ)
     account = TelemetryAccount()
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
-    env = os.environ if environ is None else environ
     batch = BoundedBatchSpanProcessor(
         inner, account=account, target=target, export_timeout=settings.export_timeout,
-        max_queue_size=batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-        max_export_batch_size=batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
-        schedule_delay=(schedule_delay if schedule_delay is not None
-                        else batch_setting(None, env, "OTEL_BSP_SCHEDULE_DELAY", 1000) / 1000),
-        shutdown_timeout=shutdown_timeout,
+        max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
+        schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
