@@ -21,11 +21,13 @@ import time
 from dataclasses import dataclass, field
 
 from opentelemetry.context import Context
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from cafe_otel.account import SHUTDOWN_TIMEOUT, TelemetryAccount
+from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel.failsoft import BUSY, GRACE_SECONDS, TIMEOUT, FailSoft, Outcome, export_succeeded
+from cafe_otel.processor_metrics import ProcessorMetrics
 
 
 @dataclass
@@ -56,11 +58,14 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         export_timeout: float = 5.0,
         export_grace: float = GRACE_SECONDS,
         target: str | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         """An export that has not answered within `export_timeout` + `export_grace` seconds
         has its batch counted as lost and the worker moves on (the grace lets an OTLP
         exporter given the same timeout finish its last try). `target` names where spans go
-        in error texts (e.g. "grpc http://host:4317"; default: the exporter's class)."""
+        in error texts (e.g. "grpc http://host:4317"; default: the exporter's class). With a
+        `meter_provider`, the processor also reports the SDK's `otel.sdk.processor.span.*`
+        metrics (see `cafe_otel.processor_metrics`)."""
         if max_queue_size < 1 or max_export_batch_size < 1:
             raise ValueError("queue and batch sizes must be positive")
         # A zero delay would spin the worker; NaN or inf would kill it in Condition.wait.
@@ -85,6 +90,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._stopping = False
         self._worker: threading.Thread | None = None
         self._in_flight: _Batch | None = None
+        self._metrics = (ProcessorMetrics(meter_provider, capacity=max_queue_size, queue_size=lambda: len(self._queue))
+                         if meter_provider is not None else None)
 
     def _ensure_worker(self) -> None:
         # Started on first use, not in __init__: building a processor has no side effects.
@@ -102,9 +109,13 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         with self._cond:
             if self._stopping:
                 self.account.add_after_shutdown(1)
+                if self._metrics is not None:
+                    self._metrics.dropped(1, ALREADY_SHUTDOWN)
                 return
             if len(self._queue) >= self._max_queue:
                 self.account.add_queue_full(1)
+                if self._metrics is not None:
+                    self._metrics.dropped(1, QUEUE_FULL)
                 return
             self._queue.append(span)
             self._ensure_worker()
@@ -121,6 +132,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
                 self._in_flight = batch
                 stop = self._stopping and not self._queue
             if batch is not None:
+                if self._metrics is not None:
+                    self._metrics.submitted(batch.count)
                 self._settle(batch, self._exports.call(self._exporter.export, spans))
             with self._cond:
                 self._in_flight = None
@@ -188,6 +201,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         why = f"shutdown's {bound:g}s bound ran out"
         if left:
             self.account.add_unflushed(left, f"{left} spans still queued when {why}")
+            if self._metrics is not None:
+                self._metrics.dropped(left, SHUTDOWN_TIMEOUT)
         if in_flight is not None and in_flight.settle(self._settle_lock):
             self.account.add_export_failed(in_flight.count, f"export to {self._target} still in flight "
                                            f"when {why}", SHUTDOWN_TIMEOUT)

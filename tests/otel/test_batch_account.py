@@ -231,3 +231,76 @@ def test_the_fail_soft_exporter_never_raises_and_answers_within_its_bound(fault,
     assert flushed is (flush == "ok")
     assert exporter.export([object()]) is SpanExportResult.FAILURE  # type: ignore[list-item]
     assert exporter.last_outcome.error_type == "already_shutdown"
+
+
+def test_the_account_counts_under_the_sdks_self_observability_names():
+    from opentelemetry.semconv._incubating.metrics import otel_metrics
+
+    from cafe_otel.account import EXPORTER_SPAN_EXPORTED, PROCESSOR_SPAN_PROCESSED, Point
+
+    assert PROCESSOR_SPAN_PROCESSED == otel_metrics.OTEL_SDK_PROCESSOR_SPAN_PROCESSED
+    assert EXPORTER_SPAN_EXPORTED == otel_metrics.OTEL_SDK_EXPORTER_SPAN_EXPORTED
+    account = TelemetryAccount()
+    # Neither the batch size (100) nor the delay (60 s) sends anything before shutdown.
+    processor = BoundedBatchSpanProcessor(ScriptedExporter(["raise"]), account=account,
+                                          max_queue_size=2, max_export_batch_size=100, schedule_delay=60)
+    tracer = _tracer(processor)
+    for _ in range(5):  # 2 queued, 3 dropped (queue full)
+        tracer.start_span("sampled").end()
+    processor.shutdown(2.0)  # the one batch raises
+    tracer.start_span("sampled").end()
+    assert account.points() == [
+        Point(EXPORTER_SPAN_EXPORTED, None, 0), Point(EXPORTER_SPAN_EXPORTED, "RuntimeError", 2),
+        Point(PROCESSOR_SPAN_PROCESSED, "queue_full", 3), Point(PROCESSOR_SPAN_PROCESSED, "already_shutdown", 1),
+    ]
+    assert account.summary().startswith("0 spans exported, 6 dropped (2 export failed, 3 queue full, "
+                                        "1 ended after shutdown)")
+
+
+def test_with_a_meter_provider_the_processor_reports_the_sdks_processor_metrics():
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.semconv._incubating.metrics import otel_metrics
+
+    from cafe_otel.processor_metrics import COMPONENT_TYPE, PROCESSED, QUEUE_CAPACITY, QUEUE_SIZE
+
+    assert (PROCESSED, QUEUE_SIZE, QUEUE_CAPACITY) == (
+        otel_metrics.OTEL_SDK_PROCESSOR_SPAN_PROCESSED, otel_metrics.OTEL_SDK_PROCESSOR_SPAN_QUEUE_SIZE,
+        otel_metrics.OTEL_SDK_PROCESSOR_SPAN_QUEUE_CAPACITY)
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    processor = BoundedBatchSpanProcessor(InMemorySpanExporter(), max_queue_size=2, max_export_batch_size=100,
+                                          schedule_delay=60, meter_provider=meters)
+    tracer = _tracer(processor)
+    for _ in range(5):
+        tracer.start_span("sampled").end()
+    queued = _points(reader)[QUEUE_SIZE]
+    processor.shutdown(2.0)
+    tracer.start_span("sampled").end()
+    found = _points(reader)
+    component = {"otel.component.type": COMPONENT_TYPE}
+    # 2 queued and handed to the exporter at shutdown, 3 lost to a full queue, 1 after shutdown.
+    assert found[PROCESSED] == {(): 2, ("queue_full",): 3, ("already_shutdown",): 1}
+    assert found[QUEUE_CAPACITY] == {(): 2} and queued == {(): 2} and found[QUEUE_SIZE] == {(): 0}
+    assert all(attrs["otel.component.type"] == component["otel.component.type"]
+               and attrs["otel.component.name"].startswith(f"{COMPONENT_TYPE}/") for attrs in _attributes(reader))
+    meters.shutdown()
+
+
+def _metrics(reader):
+    for resource in reader.get_metrics_data().resource_metrics:
+        for scope in resource.scope_metrics:
+            yield from scope.metrics
+
+
+def _points(reader) -> dict[str, dict[tuple, int]]:
+    found: dict[str, dict[tuple, int]] = {}
+    for metric in _metrics(reader):
+        for point in metric.data.data_points:
+            key = tuple(v for k, v in point.attributes.items() if k == "error.type")
+            found.setdefault(metric.name, {})[key] = point.value
+    return found
+
+
+def _attributes(reader):
+    return [dict(point.attributes) for metric in _metrics(reader) for point in metric.data.data_points]
