@@ -38,6 +38,7 @@ from cafe_otel.settings import (
     display_endpoint,
     resolve_batch_settings,
     resolve_settings,
+    seconds_in_range,
 )
 from cafe_otel.tracer import OTelTracer
 
@@ -114,15 +115,18 @@ class TelemetryHandle:
                           account=self.account)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
+        bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
         if self.provider is None:
             return True
-        return self.provider.force_flush(int(timeout * 1000))
+        return self.provider.force_flush(int(bound * 1000))
 
     def shutdown(self, timeout: float | None = None) -> float:
         """Flush and shut down within `timeout` seconds (default: configure's
         `shutdown_timeout`); returns the seconds it took. A dead collector costs at most
         the bound (the stock SDK waits 7-30 s)."""
         started = time.monotonic()
+        if timeout is not None:
+            seconds_in_range(timeout, "shutdown timeout", low_inclusive=True)
         if self.provider is None or self._closed:
             return 0.0
         self._closed = True

@@ -4,6 +4,7 @@ variable and what it accepts, never a dead worker thread or an internal error (7
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -123,6 +124,31 @@ def test_the_issue_11_timeouts_are_exit_20_through_the_cli():
                       "in (0, 3600000]\n"
 
 
+def test_export_to_a_file_with_the_sdk_disabled_says_so_instead_of_failing(tmp_path):
+    target = tmp_path / "out.otlp"
+    code, out, err = _cli(["export", RECORDING, "--out", str(target)], {"OTEL_SDK_DISABLED": "true"})
+    assert (code, err) == (0, "")  # was exit 70: an internal error
+    assert out == "telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n"
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "3601"])
+def test_export_timeout_option_out_of_range_is_exit_20(value):
+    code, _out, err = _cli(["export", RECORDING, "--otlp=http://127.0.0.1:9", "--timeout", value], {})
+    assert code == 20
+    assert err.startswith("cafe: error: --timeout: ") and "[0, 3600]" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_the_handles_flush_and_shutdown_bounds_are_checked(value):
+    handle = configure(exporter=InMemorySpanExporter(), environ={})
+    with pytest.raises(TelemetryConfigError, match="force_flush timeout"):
+        handle.force_flush(value)
+    with pytest.raises(TelemetryConfigError, match="shutdown timeout"):
+        handle.shutdown(value)
+    assert handle.shutdown(1.0) >= 0.0  # still open: the refused call did nothing
+
+
 def _endpoints(port: int) -> st.SearchStrategy[str]:
     # Built from parts, loopback only: a drawn host never sends anything off this machine.
     scheme = st.sampled_from(["http://", "https://", "ftp://", "", "HTTP://"])
@@ -138,8 +164,12 @@ BOOLEANS = st.sampled_from(["", "true", "false", "TRUE", " False ", "1", "yes"])
 PORT = closed_port()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(environ=st.fixed_dictionaries({}, optional={
+RECORDING = str(Path(__file__).parents[1] / "recordings" / "seed-shift.jsonl")
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["shift", "export"]), environ=st.fixed_dictionaries({}, optional={
     "OTEL_EXPORTER_OTLP_ENDPOINT": _endpoints(PORT),
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": _endpoints(PORT),
     "OTEL_EXPORTER_OTLP_TIMEOUT": MILLIS,
@@ -154,14 +184,20 @@ PORT = closed_port()
     "OTEL_BSP_SCHEDULE_DELAY": MILLIS,
     "OTEL_SDK_DISABLED": BOOLEANS,
 }))
-def test_any_otel_settings_end_in_one_stderr_line_and_a_documented_exit_code(environ):
-    code, _out, err = _cli(["shift", "--seed", "1", "--otlp"], environ)
-    event(f"exit {code}")
-    assert code in (0, 20), (code, err)
+def test_any_otel_settings_end_in_one_stderr_line_and_a_documented_exit_code(tmp_path, command, environ):
+    # `export --out` resolves every setting too, and sends nothing: a fast path to the checks.
+    argv = (["shift", "--seed", "1", "--otlp"] if command == "shift"
+            else ["export", RECORDING, "--out", str(tmp_path / "out.otlp")])
+    code, _out, err = _cli(argv, environ)
+    event(f"{command} exit {code}")
+    # 48: `cafe export` lost spans (a queue of 1 from OTEL_BSP_MAX_QUEUE_SIZE does that).
+    assert code in ((0, 20) if command == "shift" else (0, 20, 48)), (code, err)
     assert err.count("\n") <= 1 and (err == "" or err.endswith("\n")), err
     assert "Traceback" not in err
     if code == 20:
         assert err.startswith("cafe: error: "), err
         assert "OTEL_" in err or "argument" in err, err
+    elif code == 48:
+        assert err.startswith("cafe: error: ") and "dropped" in err, err
     else:
         assert err == "" or err.startswith("telemetry: "), err
