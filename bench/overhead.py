@@ -5,7 +5,7 @@ do-nothing exporter)` -> `handle.tracer()` (an OTelTracer) -> cafe's `TracingCli
 a client that answers at once. One `chat` = cafe's generation node (no copy of the input:
 content is off), the OTel span with the GenAI start and end attributes, the context attach, the
 MetadataOnlySpanProcessor's sanitised copy, and the enqueue into cafe_otel's batch
-processor, whose worker hands batches to the FailSoftSpanExporter. Content capture off
+processor, whose worker hands batches to the exporter through the fail-soft boundary. Content capture off
 (and, as a second figure, on: SPAN_ONLY).
 
 Baseline (the bare SDK doing the same span): a `TracerProvider` with the SDK's stock

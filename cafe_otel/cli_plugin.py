@@ -29,7 +29,7 @@ from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
-from cafe_otel.settings import GRPC, HTTP
+from cafe_otel.settings import GRPC, HTTP, seconds_in_range
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
@@ -140,11 +140,15 @@ def _replay_timeline(args: argparse.Namespace) -> tuple[Clock, int] | None:
 
 
 def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     if args.out:
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
                          service_name=args.service_name)
+        if not handle.enabled:
+            out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
+            return 0
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
         handle.shutdown()
         spans = sink.get_finished_spans()
