@@ -2,7 +2,7 @@
 
 Adds `--otlp [ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
 `cafe replay`, the command `cafe export RECORDING [--otlp ENDPOINT] [--out FILE]`, and
-`cafe golden RECORDING GOLDEN [--update]` (a replay's OTLP bytes against a golden file).
+`cafe golden RECORDING GOLDEN [--update] [--allow-truncated]` (a replay's OTLP bytes against a golden file).
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.
@@ -172,7 +172,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
 
 
 def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    out.write(check_golden(args.recording, args.golden, update=args.update) + "\n")
+    recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
+    out.write(check_golden(recording, args.golden, update=args.update) + "\n")
     return 0
 
 
@@ -202,6 +203,9 @@ class OTelCliPlugin:
         golden.add_argument("recording", help="the recording to replay (zero model calls)")
         golden.add_argument("golden", help="the golden .otlp file kept beside it")
         golden.add_argument("--update", action="store_true", help="write the golden file instead of comparing")
+        # A truncated recording's error suggests this flag, whichever command loaded it.
+        golden.add_argument("--allow-truncated", action="store_true",
+                            help="replay the complete calls of a recording whose last line was cut short")
         golden.set_defaults(run=_run_golden)
 
     def open_session(
