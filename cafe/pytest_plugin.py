@@ -200,8 +200,9 @@ def _network_refused(path: Path) -> Iterator[None]:
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         raise NetworkRefused(path, f"{host}:{port} (a name lookup)")
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    # Patching a C type's methods: typeshed's signatures cannot be met by a wrapper.
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
     socket.getaddrinfo = getaddrinfo
     try:
         yield
