@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -63,7 +63,7 @@ def _wanted(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
         environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
-def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options) -> TelemetryHandle:
+def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any) -> TelemetryHandle:
     return configure(
         endpoint=args.otlp or None,
         protocol=args.otlp_protocol,
@@ -145,6 +145,9 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
                          service_name=args.service_name)
+        if handle.provider is None or handle.settings is None:
+            out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
+            return 0
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
         handle.shutdown()
         spans = sink.get_finished_spans()
@@ -157,7 +160,7 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     if not _wanted(args, environ):
         raise NothingToExportTo("cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
     handle = _handle(args, environ, service_name=args.service_name)
-    if not handle.enabled:
+    if handle.provider is None or handle.settings is None:
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0
     with ExporterLogCapture() as logs:
@@ -181,7 +184,9 @@ class OTelCliPlugin:
     name = "otel"
 
     def register(
-        self, commands: argparse._SubParsersAction, shift_parsers: list[argparse.ArgumentParser]
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        shift_parsers: list[argparse.ArgumentParser],
     ) -> None:
         for parser in shift_parsers:
             _add_options(parser)
