@@ -76,8 +76,11 @@ def test_a_recording_scrubs_the_key_of_a_live_client_under_a_tracing_wrapper(tmp
     assert "your key is" in text and KEY not in text
 
 
-def test_mypy_accepts_wrappers_as_chat_clients_and_rejects_what_is_not(tmp_path: Path) -> None:
+def test_mypy_accepts_wrappers_as_chat_clients_and_rejects_what_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     api = pytest.importorskip("mypy.api")
+    monkeypatch.setenv("MYPYPATH", str(REPO))  # this checkout's cafe, wherever pytest runs from
     snippet = tmp_path / "uses_clients.py"
     snippet.write_text(textwrap.dedent("""
         from cafe.clients.base import ChatClient, HoldsSecrets, NetworkClient
