@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.clients.base import ChatClient, Message, Response
+from cafe.clients.base import ChatClient, Message, Response, endpoint_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.trace.tracer import Tracer
 
@@ -19,12 +19,9 @@ class TracingClient(WrappedClient):
 
     def _endpoint(self) -> dict[str, Any]:
         """server_address / server_port of a client that talks to a network endpoint."""
-        found = {}
-        for key in ("server_address", "server_port"):
-            value = getattr(self.inner, key, None)
-            if value is not None:
-                found[key] = value
-        return found
+        address, port = endpoint_of(self.inner)
+        found = {"server_address": address, "server_port": port}
+        return {key: value for key, value in found.items() if value is not None}
 
     def chat(
         self,

@@ -253,7 +253,18 @@ def test_fail_soft_without_an_exporter_or_with_a_good_one_is_none():
 
 
 def test_wall_clock_tracer_measures_real_durations():
+    import time
+
+    class Slow(CannedClient):
+        def chat(self, *args, **kwargs):
+            time.sleep(0.05)  # a lower bound the wall clock must show; no upper bound is asserted
+            return super().chat(*args, **kwargs)
+
     tracer = Tracer()
-    client = CannedClient([say("hi")])
-    run_shift(client, ["hello"], approve_once(), tracer=tracer)
-    assert all(node.end is not None and node.duration >= 0 for node in tracer.nodes())
+    run_shift(Slow([say("hi")]), ["hello"], approve_once(), tracer=tracer)
+    [generation] = tracer.generations()
+    assert generation.duration >= 0.05
+    assert tracer.roots[0].duration >= generation.duration
+    for node in tracer.nodes():
+        if node.parent is not None:  # each span lies within its parent
+            assert node.parent.start <= node.start and node.end <= node.parent.end
