@@ -87,10 +87,11 @@ def _millis_in_range(raw: str, variable: str) -> float:
 def _whole_in_range(value: object, source: str, high: int, what: str) -> int:
     accepted = f"a whole number from 1 to {high}{what}"
     if isinstance(value, str):
+        text = value
         try:
-            value = int(value.strip())
+            value = int(text.strip())
         except ValueError:
-            raise TelemetryConfigError(f"{source}: {_shown(value)} is not {accepted}") from None
+            raise TelemetryConfigError(f"{source}: {_shown(text)} is not {accepted}") from None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TelemetryConfigError(f"{source}: {type(value).__name__} is not {accepted}")
     if not 1 <= value <= high:
