@@ -41,8 +41,7 @@ class TracingClient(WrappedClient):
             temperature=temperature,
             tools=tools,
             **self._endpoint(),
-        ) as node:
+        ) as call:
             response = self.inner.chat(messages, tools, temperature, tool_choice)
-            if node.generation is not None:
-                node.generation.record_response(response)
+            call.record_response(response)
             return response
