@@ -24,6 +24,7 @@ from cafe.executor import ProtectedExecutor
 from cafe.handover import handover_note
 from cafe.loop import STOP_REASONS, ShiftRun, run_shift
 from cafe.menu import EIGHTY_SIXED, MENU
+from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.prompt import SYSTEM_PROMPT
 from cafe.recording import (
     RecordingClient,
@@ -63,7 +64,9 @@ __all__ = [
     "CannedClient",
     "ChatClient",
     "ConfigurationError",
+    "ConsentDecision",
     "ConsentGate",
+    "ConsentOutcome",
     "LiveClient",
     "LiveSettings",
     "MissingSettings",
@@ -79,7 +82,9 @@ __all__ = [
     "ScriptedClient",
     "ShiftRun",
     "SpanNode",
+    "StopReason",
     "TickClock",
+    "ToolStatus",
     "Tracer",
     "TracingClient",
     "UnknownToolCallId",

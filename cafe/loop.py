@@ -127,7 +127,7 @@ def run_shift(
                 turn_span.stop_reason = stop_reason
 
         with tracer.phase(Phase.WRAPUP):
-            shift_span.finish(stop_reason, turns, len(state.fired))
+            shift_span.finish(stop_reason, turns, len(state.fired), budget.used)
             return ShiftRun(
                 messages=messages,
                 state=state,

@@ -4,7 +4,9 @@ The inner exporter runs on a worker thread and we stop waiting after `export_tim
 While one export is still hung, the next batch is dropped and counted rather than a
 second thread being started (a dead collector must not pile up threads). Every span is
 settled exactly once in the account: exported, or dropped with a reason. `shutdown`
-settles an export still in flight as lost and bounds the inner shutdown too.
+settles an export still in flight as lost and bounds the inner shutdown too. A failure is
+named as cafe's one fail-soft boundary names it (`cafe.trace.failsoft`): by class, never
+by its message.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from cafe.trace.failsoft import report_failure
 from cafe_otel.account import TelemetryAccount
 
 GRACE_SECONDS = 0.25
@@ -87,7 +90,7 @@ class FailSoftSpanExporter(SpanExporter):
         if not flight.finished:  # timed out, or woken by shutdown
             return self._fail(flight, f"no answer within {self.export_timeout:g}s")
         if flight.error is not None:
-            return self._fail(flight, f"exporter raised {type(flight.error).__name__}")
+            return self._fail(flight, f"exporter raised {report_failure(flight.error).error_class}")
         if flight.result is not SpanExportResult.SUCCESS:
             return self._fail(flight, "exporter returned FAILURE")
         if flight.settle():
@@ -137,6 +140,6 @@ class FailSoftSpanExporter(SpanExporter):
             self.account.note_error(f"{what} of {self._target}: no answer within {bound:g}s")
             return False
         if outcome and isinstance(outcome[0], BaseException):
-            self.account.note_error(f"{what} of {self._target} raised {type(outcome[0]).__name__}")
+            self.account.note_error(f"{what} of {self._target} raised {report_failure(outcome[0]).error_class}")
             return False
         return outcome[0] is not False if outcome else True

@@ -91,16 +91,22 @@ def generation_name(event: GenerationStarted) -> str:
 
 def generation_start(event: GenerationStarted, conversation_id: str | None, turn: int | None) -> Attributes:
     """`conversation_id` and `turn` are the enclosing shift's and turn's."""
+    # On every model call's path: plain ifs, in the order the attributes have always had
+    # (the golden OTLP bytes depend on it).
     r = event.request
-    found = _drop_none({
-        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-        sc.GEN_AI_PROVIDER_NAME: r.provider,
-        sc.GEN_AI_REQUEST_MODEL: r.model,
-        sc.GEN_AI_REQUEST_TEMPERATURE: r.temperature,
-        sc.GEN_AI_CONVERSATION_ID: conversation_id,
-        sc.CAFE_TURN: turn,
-    })
-    found.update(server_attributes(r.server_address, r.server_port))
+    found: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}
+    if r.provider is not None:
+        found[sc.GEN_AI_PROVIDER_NAME] = r.provider
+    if r.model is not None:
+        found[sc.GEN_AI_REQUEST_MODEL] = r.model
+    if r.temperature is not None:
+        found[sc.GEN_AI_REQUEST_TEMPERATURE] = r.temperature
+    if conversation_id is not None:
+        found[sc.GEN_AI_CONVERSATION_ID] = conversation_id
+    if turn is not None:
+        found[sc.CAFE_TURN] = turn
+    if r.server_address is not None or r.server_port is not None:
+        found.update(server_attributes(r.server_address, r.server_port))
     return found
 
 
@@ -115,16 +121,23 @@ def server_attributes(address: Any, port: Any) -> Attributes:
 def result_attributes(result: GenerationResult | None) -> Attributes:
     """Metadata of a model's answer: model, id, raw finish reasons, usage and the names of
     the tools it asked for (made safe)."""
+    found: Attributes = {}
     if result is None:
-        return {}
-    return _drop_none({
-        sc.GEN_AI_RESPONSE_MODEL: result.model,
-        sc.GEN_AI_RESPONSE_ID: result.response_id,
-        sc.GEN_AI_RESPONSE_FINISH_REASONS: result.finish_reasons or None,
-        sc.GEN_AI_USAGE_INPUT_TOKENS: result.input_tokens,
-        sc.GEN_AI_USAGE_OUTPUT_TOKENS: result.output_tokens,
-        sc.CAFE_GEN_AI_TOOL_CALLS: tuple(tool_label(name) for name in result.tool_calls) or None,
-    })
+        return found
+    if result.model is not None:
+        found[sc.GEN_AI_RESPONSE_MODEL] = result.model
+    if result.response_id is not None:
+        found[sc.GEN_AI_RESPONSE_ID] = result.response_id
+    if result.finish_reasons:
+        found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = result.finish_reasons
+    if result.input_tokens is not None:
+        found[sc.GEN_AI_USAGE_INPUT_TOKENS] = result.input_tokens
+    if result.output_tokens is not None:
+        found[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = result.output_tokens
+    if result.tool_calls:
+        found[sc.CAFE_GEN_AI_TOOL_CALLS] = tuple(
+            name if name in TOOL_NAMES else UNKNOWN_TOOL for name in result.tool_calls)
+    return found
 
 
 def generation_end(event: GenerationEnded) -> Attributes:

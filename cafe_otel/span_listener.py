@@ -108,7 +108,7 @@ class SpanListener:
         return (parent.conversation_id, parent.turn) if parent is not None else (None, None)
 
     def _end(self, event: Any, attributes: dict[str, Any], error_type: str | None,
-             content: Callable[[], dict[str, Any]] | None = None, content_event: bool = False) -> None:
+             content: Callable[[Any], dict[str, Any]] | None = None, content_event: bool = False) -> None:
         record = self._open.pop(event.span_id, None)
         if record is None:  # its start failed (counted then): nothing to end
             return
@@ -118,7 +118,7 @@ class SpanListener:
         end = self._ns(event)
         span.set_attributes(attributes)
         if content is not None and self.capture.enabled:
-            found = content()
+            found = content(event)
             if found:
                 if self.capture.on_span:
                     span.set_attributes(found)
@@ -164,8 +164,8 @@ class SpanListener:
                     mapping.generation_start(event, conversation_id, turn), conversation_id, turn)
 
     def _generation_ended(self, event: GenerationEnded) -> None:
-        self._end(event, mapping.generation_end(event), event.error_type,
-                  lambda: mapping.generation_content(event), content_event=True)
+        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content,
+                  content_event=True)
 
     def _tool_started(self, event: ToolStarted) -> None:
         conversation_id, turn = self._inherited(event)
@@ -173,8 +173,7 @@ class SpanListener:
                     conversation_id, turn)
 
     def _tool_ended(self, event: ToolEnded) -> None:
-        self._end(event, mapping.tool_end(event), mapping.tool_error_type(event),
-                  lambda: mapping.tool_content(event))
+        self._end(event, mapping.tool_end(event), mapping.tool_error_type(event), mapping.tool_content)
 
     def _span_started(self, event: SpanStarted) -> None:
         # A plain span's annotations are free-form, for the in-memory tree: none go out.

@@ -41,10 +41,6 @@ def phase_name(phase: Phase, turn: int | None) -> str:
     return f"turn {turn}" if phase is Phase.TURN else phase.value
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """One model call as it was asked for. `messages` is a snapshot when the tracer keeps
@@ -76,22 +72,29 @@ class GenerationResult:
 
     @classmethod
     def of(cls, response: Mapping[str, Any]) -> GenerationResult:
-        choices = response.get("choices") or []
+        # On every model call's path: plain loops, no helper calls.
+        choices = response.get("choices") or ()
+        finish: list[str] = []
+        for choice in choices:
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                finish.append(str(reason))
         message = (choices[0].get("message") if choices else None) or {}
+        calls = message.get("tool_calls")
         usage = response.get("usage") or {}
+        prompt, completion, total = (usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                                     usage.get("total_tokens"))
         model, response_id = response.get("model"), response.get("id")
         return cls(
-            response=response,
-            model=model if isinstance(model, str) else None,
-            response_id=response_id if isinstance(response_id, str) else None,
-            finish_reasons=tuple(str(c.get("finish_reason")) for c in choices
-                                 if c.get("finish_reason") is not None),
-            input_tokens=_int(usage.get("prompt_tokens")),
-            output_tokens=_int(usage.get("completion_tokens")),
-            total_tokens=_int(usage.get("total_tokens")),
-            tool_calls=tuple((call.get("function") or {}).get("name", "")
-                             for call in message.get("tool_calls") or []),
-            output=message.get("content"),
+            response,
+            model if isinstance(model, str) else None,
+            response_id if isinstance(response_id, str) else None,
+            tuple(finish),
+            prompt if type(prompt) is int else None,  # not bool, not a float that looks whole
+            completion if type(completion) is int else None,
+            total if type(total) is int else None,
+            tuple((call.get("function") or {}).get("name", "") for call in calls) if calls else (),
+            message.get("content"),
         )
 
 
@@ -127,6 +130,7 @@ class ShiftEnded(_Ended):
     stop_reason: StopReason | None = None
     turns: int | None = None
     tickets: int | None = None
+    repairs: int | None = None  # invalid tool calls re-asked (the repair budget spent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,7 +112,10 @@ class ShiftTree:
     def _generation_ended(self, event: GenerationEnded) -> None:
         node = self._close_node(event)
         if node is not None and node.generation is not None and event.result is not None:
-            node.generation.record_response(event.result.response)
+            result, g = event.result, node.generation
+            # From the result already read, not a second parse of the response.
+            g.response, g.output, g.tool_calls = result.response, result.output, list(result.tool_calls)
+            g.usage = dict(result.response.get("usage") or {})
 
     def _tool_started(self, event: ToolStarted) -> None:
         self._open_node(event, event.name, NodeKind.TOOL, {"tool": event.name, "call_id": event.call_id})
