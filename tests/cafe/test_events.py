@@ -156,7 +156,7 @@ def test_the_shift_run_and_its_logs_carry_enum_members():
     assert run.fires[0].status is ToolStatus.REFUSED
 
 
-@settings(max_examples=60, deadline=None)
+@settings(database=None, max_examples=60, deadline=None)
 @given(message=st.text(min_size=1, max_size=80), name=st.sampled_from(["ConnectionError", "TimeoutError", "OSError"]))
 def test_export_fail_soft_names_the_class_and_never_the_message(message, name):
     error_type = type(name, (Exception,), {})

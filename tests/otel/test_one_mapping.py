@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
+from cafe.recording.format import Timing
 from cafe_otel import SequentialIdGenerator, configure, export_recording
 from cafe_otel.recording_export import calls_only_events, shift_events
 
@@ -138,3 +142,31 @@ def test_export_carries_content_only_when_asked(tmp_path, capture):
     handle.shutdown(2.0)
     text = repr([dict(s.attributes) for s in sink.get_finished_spans()])
     assert ("A latte and a chocolate croissant" in text) is (capture == "SPAN_ONLY")
+
+
+@settings(database=None, max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(timings=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**8)), min_size=3, max_size=3),
+       origin=st.one_of(st.none(), st.integers(0, 2 * 10**9)))
+def test_any_recorded_timeline_puts_chats_at_their_calls_and_parents_around_children(tmp_path, timings, origin):
+    """Recorded calls may overlap or run backwards (a stalled or stepped wall clock): each
+    `chat` still sits at its recorded window and every span holds its children."""
+    path = tmp_path / "timeline.jsonl"
+    if not path.exists():
+        cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]))
+    recording = cafe.load_recording(path)
+    calls = [replace(c, timing=Timing(start, duration)) for c, (start, duration) in zip(recording.calls, timings,
+                                                                                      strict=True)]
+    recording = replace(recording, calls=calls, header=replace(recording.header, clock_origin_unix_nano=origin))
+    sink = InMemorySpanExporter()
+    handle = _handle(sink)
+    assert export_recording(recording, handle.provider) == 11
+    handle.shutdown(2.0)
+    spans = list(sink.get_finished_spans())
+    by_id = {s.context.span_id: s for s in spans}
+    chats = sorted((s for s in spans if s.name.startswith("chat ")), key=lambda s: s.context.span_id)
+    assert [(s.start_time, s.end_time) for s in chats] == [(a, a + d) for a, d in timings]
+    for span in spans:
+        assert span.start_time <= span.end_time
+        if span.parent is not None:
+            parent = by_id[span.parent.span_id]
+            assert parent.start_time <= span.start_time and span.end_time <= parent.end_time
