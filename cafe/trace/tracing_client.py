@@ -13,18 +13,23 @@ class TracingClient(WrappedClient):
     def __init__(self, client: ChatClient, tracer: Tracer) -> None:
         super().__init__(client)
         self.tracer = tracer
+        self._found_endpoint: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"TracingClient({self.inner!r})"
 
     def _endpoint(self) -> dict[str, Any]:
-        """server_address / server_port of a client that talks to a network endpoint."""
-        found = {}
-        for key in ("server_address", "server_port"):
-            value = getattr(self.inner, key, None)
-            if value is not None:
-                found[key] = value
-        return found
+        """server_address / server_port of a client that talks to a network endpoint. Looked
+        up once: a client's endpoint does not move, and a missing attribute costs an
+        exception through every wrapper on each call."""
+        if self._found_endpoint is None:
+            found = {}
+            for key in ("server_address", "server_port"):
+                value = getattr(self.inner, key, None)
+                if value is not None:
+                    found[key] = value
+            self._found_endpoint = found
+        return self._found_endpoint
 
     def chat(
         self,
