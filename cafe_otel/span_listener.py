@@ -61,7 +61,9 @@ class SpanListener:
         attach_context: bool = True,
     ) -> None:
         self._otel = otel_tracer_of(provider)
-        self.capture = capture
+        self._capture = capture
+        # Read once: the mode's properties would be evaluated on every span's end otherwise.
+        self._content, self._on_span, self._on_event = capture.enabled, capture.on_span, capture.on_event
         self._origin = origin_unix_nano
         self._timestamps = timestamps
         self._attach = attach_context
@@ -74,6 +76,10 @@ class SpanListener:
             ToolStarted: self._tool_started, ToolEnded: self._tool_ended,
             SpanStarted: self._span_started, SpanEnded: self._span_ended,
         }
+
+    @property
+    def capture(self) -> CaptureMode:
+        return self._capture
 
     def on_event(self, event: TraceEvent) -> None:
         handler = self._handlers.get(type(event))
@@ -117,12 +123,12 @@ class SpanListener:
         span = record.span
         end = self._ns(event)
         span.set_attributes(attributes)
-        if content is not None and self.capture.enabled:
+        if content is not None and self._content:
             found = content(event)
             if found:
-                if self.capture.on_span:
+                if self._on_span:
                     span.set_attributes(found)
-                if content_event and self.capture.on_event:
+                if content_event and self._on_event:
                     span.add_event(sc.CONTENT_EVENT_NAME, found, timestamp=end)
         if error_type:
             # No description: it would be free text; error.type says what failed.
@@ -134,7 +140,7 @@ class SpanListener:
     def _record_exception(self, span: Span, error: BaseException, at_ns: int | None) -> None:
         # The event sits at the span's end: on a deterministic timeline it must not read
         # the wall clock either.
-        if self.capture.enabled:
+        if self._content:
             span.record_exception(error, timestamp=at_ns)
         else:
             # The message and stack trace may quote customer text: the type only.
