@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cafe.clients.base import ChatClient, Message, first_message, tool_calls_of
-from cafe.consent import Approval, ConsentGate, GateEntry, Responder
+from cafe.consent import DECISIONS, Approval, ConsentGate, GateEntry, Responder
 from cafe.dispatch import ToolDispatcher
 from cafe.executor import FireAttempt, ProtectedExecutor
 from cafe.orders import FiredTicket, OrderState, ToolLogEntry
-from cafe.outcomes import StopReason, ToolStatus
+from cafe.outcomes import ConsentDecision, StopReason, ToolStatus
 from cafe.prompt import SYSTEM_PROMPT
 from cafe.repair import RepairBudget
 from cafe.tools import TOOL_SCHEMAS
@@ -169,7 +169,9 @@ def _run_tool_calls(
                 result, status = outcome.result, outcome.status
                 stop_reason = outcome.stop_reason
                 for entry in gate_log[seen:]:
-                    tracer.consent_decided(entry.turn, entry.round, entry.status)
+                    known = entry.decision in DECISIONS
+                    tracer.consent_decided(entry.turn, entry.round, entry.status,
+                                           ConsentDecision(entry.decision) if known else None)
                 if outcome.ticket_number is not None:
                     tool_span.ticket_number = outcome.ticket_number
                     tracer.ticket_fired(outcome.ticket_number, turn)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from cafe.outcomes import ConsentOutcome, StopReason, ToolStatus
+from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 
 
 class NodeKind(StrEnum):
@@ -164,6 +164,10 @@ class GenerationEnded(_Ended):
     request: GenerationRequest
     result: GenerationResult | None = None  # None when the call raised
 
+    @property
+    def response(self) -> Mapping[str, Any] | None:
+        return None if self.result is None else self.result.response
+
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted(_Event):
@@ -189,6 +193,7 @@ class ConsentDecided(_Event):
     turn: int
     round: int
     outcome: ConsentOutcome
+    decision: ConsentDecision | None = None  # what the customer said; None for an answer of no known kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from cafe.jsondata import copy_json
-from cafe.outcomes import ConsentOutcome, StopReason, ToolStatus
+from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace.clock import Clock
 from cafe.trace.events import (
     ConsentDecided,
@@ -285,9 +285,10 @@ class Tracer:
             raise RuntimeError("a point event needs an open span to belong to")
         return self._stack[-1], (self._stack[-2] if len(self._stack) > 1 else None)
 
-    def consent_decided(self, turn: int, round: int, outcome: ConsentOutcome) -> None:
+    def consent_decided(self, turn: int, round: int, outcome: ConsentOutcome,
+                        decision: ConsentDecision | None = None) -> None:
         span_id, parent_id = self._here()
-        self._emit(ConsentDecided(span_id, parent_id, self._last, turn, round, outcome))
+        self._emit(ConsentDecided(span_id, parent_id, self._last, turn, round, outcome, decision))
 
     def ticket_fired(self, number: int, turn: int) -> None:
         span_id, parent_id = self._here()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import cafe
 from cafe import consent, dispatch, executor, loop
-from cafe.outcomes import ConsentOutcome, StopReason, ToolStatus
+from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace import (
     ConsentDecided,
     EventLog,
@@ -63,6 +63,7 @@ def test_the_seed_shift_is_a_sequence_of_typed_events():
     assert all(e.parent_id in turns for e in log.of(GenerationStarted) + log.of(ToolStarted))
     assert sorted(e.span_id for e in log.of(GenerationStarted)) == sorted(e.span_id for e in log.of(GenerationEnded))
     usage = [(e.result.input_tokens, e.result.output_tokens) for e in log.of(GenerationEnded)]
+    assert all(e.response is e.result.response for e in log.of(GenerationEnded))
     assert usage == [(60, 12), (80, 9), (80, 9)]
     # Clock readings: one per span edge, in order.
     assert [e.at for e in log.events] == [float(i) for i in range(len(log.events))]
@@ -80,7 +81,8 @@ def test_consent_decisions_and_fired_tickets_are_events_inside_their_tool_spans(
     run = cafe.run_shift(client, ["A latte, table 4."], responder, tracer=Tracer(listeners=[log]))
     assert run.stop_reason == StopReason.ANSWERED
     decided = log.of(ConsentDecided)
-    assert [(e.round, e.outcome) for e in decided] == [(1, ConsentOutcome.EDITED), (2, ConsentOutcome.APPROVED)]
+    assert [(e.round, e.outcome, e.decision) for e in decided] == [
+        (1, ConsentOutcome.EDITED, ConsentDecision.EDIT), (2, ConsentOutcome.APPROVED, ConsentDecision.APPROVE)]
     [fired] = log.of(TicketFired)
     assert (fired.number, fired.turn) == (1, 2)
     tools = {e.span_id: e for e in log.of(ToolStarted)}
@@ -178,3 +180,17 @@ def test_fail_soft_lets_keyboard_interrupt_through():
     with pytest.raises(KeyboardInterrupt):
         fail_soft(interrupted)
     assert fail_soft(lambda: None) is None
+
+
+def test_an_answer_of_no_known_kind_is_a_no_and_its_text_stays_out_of_the_event():
+    client = cafe.CannedClient([
+        {"content": None, "tool_calls": [call("p1", "propose_order", {"items": ["latte"], "table": 4})]},
+        {"content": "Nothing was ordered."},
+    ])
+    log = EventLog()
+    run = cafe.run_shift(client, ["A latte, table 4."], lambda rendered, ticket: ("maybe, says Zed", None),
+                         tracer=Tracer(listeners=[log]))
+    [decided] = log.of(ConsentDecided)
+    assert (decided.outcome, decided.decision) == (ConsentOutcome.UNKNOWN_DECISION, None)
+    assert "Zed" not in repr(log.events)
+    assert run.tool_log[0].status is ToolStatus.REJECTED
