@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from cafe.handover import handover_note
     from cafe.loop import STOP_REASONS, ShiftRun, run_shift
     from cafe.menu import EIGHTY_SIXED, MENU
+    from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
     from cafe.prompt import SYSTEM_PROMPT
     from cafe.recording import (
         RecordingClient,
@@ -89,6 +90,10 @@ _EXPORTS = {
     "run_shift": "cafe.loop",
     "EIGHTY_SIXED": "cafe.menu",
     "MENU": "cafe.menu",
+    "ConsentDecision": "cafe.outcomes",
+    "ConsentOutcome": "cafe.outcomes",
+    "StopReason": "cafe.outcomes",
+    "ToolStatus": "cafe.outcomes",
     "SYSTEM_PROMPT": "cafe.prompt",
     "RecordMode": "cafe.recording",
     "RecordingClient": "cafe.recording",
@@ -124,7 +129,9 @@ __all__ = [
     "CannedClient",
     "ChatClient",
     "ConfigurationError",
+    "ConsentDecision",
     "ConsentGate",
+    "ConsentOutcome",
     "LiveClient",
     "LiveSettings",
     "MissingSettings",
@@ -140,7 +147,9 @@ __all__ = [
     "ScriptedClient",
     "ShiftRun",
     "SpanNode",
+    "StopReason",
     "TickClock",
+    "ToolStatus",
     "Tracer",
     "TracingClient",
     "UnknownToolCallId",

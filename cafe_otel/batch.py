@@ -25,8 +25,9 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
 from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, SHUTDOWN_TIMEOUT, TelemetryAccount
-from cafe_otel.failsoft import BUSY, GRACE_SECONDS, TIMEOUT, FailSoft, Outcome, export_succeeded
+from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
 from cafe_otel.processor_metrics import ProcessorMetrics
 
 

@@ -106,13 +106,15 @@ class TelemetryHandle:
     def enabled(self) -> bool:
         return self.provider is not None
 
-    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None) -> Tracer:
-        """A fresh tracer for one shift (a tracer holds one shift's tree)."""
+    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None,
+               tree: bool = True) -> Tracer:
+        """A fresh tracer for one shift (a tracer holds one shift's tree). `tree=False`:
+        spans only, no in-memory tree to render (nothing is built twice)."""
         if self.provider is None:
-            return Tracer(clock=clock)
+            return Tracer(clock=clock, tree=tree)
         return OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
                           capture_content=self.settings.capture if self.settings else None,
-                          account=self.account)
+                          account=self.account, tree=tree)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
         bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
