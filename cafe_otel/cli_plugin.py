@@ -14,13 +14,13 @@ import argparse
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe.errors import CafeError
 from cafe.recording.errors import RecordingError
+from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
@@ -142,6 +142,8 @@ def _replay_timeline(args: argparse.Namespace) -> tuple[Clock, int] | None:
 def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     if args.out:
+        # Checked before any work: the output must not destroy the recording it is made from.
+        check_output(args.out, reads=[args.recording], private=bool(args.capture_content))
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
                          service_name=args.service_name)
@@ -151,7 +153,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         if len(spans) != count:
             raise TelemetryExportFailed(f"{count} spans made, {len(spans)} encoded: "
                                         f"{handle.account.summary()}")
-        Path(args.out).write_bytes(encode(spans))
+        # Content on the spans is conversation text: then the file is private, like a recording.
+        write_output(args.out, encode(spans), reads=[args.recording], private=handle.settings.capture.enabled)
         out.write(f"wrote {len(spans)} spans ({len(recording.calls)} model calls) to {args.out}\n")
         return 0
     if not _wanted(args, environ):

@@ -37,7 +37,7 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.name + PARTIAL_SUFFIX)
 
 
-def _not_regular(mode: int) -> str | None:
+def not_regular(mode: int) -> str | None:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
                        (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
@@ -61,7 +61,7 @@ def check_target(path: Path, mode: RecordMode) -> None:
         raise RecordingUnwritable(path, "a part of its directory path is not a directory") from None
     except PermissionError:
         raise RecordingUnwritable(path, "permission denied") from None
-    kind = _not_regular(found.st_mode)
+    kind = not_regular(found.st_mode)
     if kind is not None:
         raise RecordingUnwritable(path, f"it is {kind}, not a regular file")
     if mode is RecordMode.ONCE:
@@ -193,7 +193,7 @@ class RecordingWriter:
             if self._mode is RecordMode.ALL:
                 os.replace(self.partial, self.path)
             else:
-                _link_no_clobber(self.partial, self.path)
+                link_no_clobber(self.partial, self.path)
         except FileExistsError:
             raise RecordingExists(self.path, kept=self.partial) from None
         except IsADirectoryError:
@@ -219,7 +219,7 @@ class RecordingWriter:
         self.commit()
 
 
-def _link_no_clobber(source: Path, target: Path) -> None:
+def link_no_clobber(source: Path, target: Path) -> None:
     try:
         os.link(source, target)  # fails if anything is at `target`, atomically
     except FileExistsError:
