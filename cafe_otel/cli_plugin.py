@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
@@ -42,6 +43,17 @@ class TelemetryExportFailed(CafeError):
 
 class NothingToExportTo(CafeError):
     exit_code = 2
+
+
+def _seconds(text: str) -> float:
+    """A finite, non-negative number of seconds (nan and inf are not a bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:20]!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError("expected a finite, non-negative number of seconds")
+    return value
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -195,7 +207,7 @@ class OTelCliPlugin:
         export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
         export.add_argument("--allow-truncated", action="store_true",
                             help="convert the complete calls of a recording whose last line was cut short")
-        export.add_argument("--timeout", type=float, default=DEFAULT_SHUTDOWN_TIMEOUT,
+        export.add_argument("--timeout", type=_seconds, default=DEFAULT_SHUTDOWN_TIMEOUT,
                             help="seconds to wait for the collector at the end (default %(default)s)")
         _add_options(export)
         export.set_defaults(run=_run_export)
