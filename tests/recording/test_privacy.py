@@ -342,3 +342,4 @@ def test_a_scrubbed_shift_still_replays_with_a_matching_transcript(tmp_path: Pat
     code, out, err = run_cli("replay", str(path))
     assert code == 0, err
     assert "transcript matches" in out
+
