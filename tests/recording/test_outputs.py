@@ -81,3 +81,15 @@ def test_metadata_output_and_golden_files_are_rewritten_as_asked(recording: Path
     assert remedy == f"cafe golden {recording} {golden} --update"
     assert cafe(*remedy.split()[1:])[0] == 0
     assert cafe("golden", str(recording), str(golden))[0] == 0
+
+
+def test_golden_mismatch_remedy_works(recording: Path, tmp_path: Path):
+    golden = tmp_path / "stale.otlp"
+    assert cafe("golden", str(recording), str(golden), "--update")[0] == 0
+    golden.write_bytes(golden.read_bytes()[:-1] + b"\x00")  # a golden file from another harness
+    code, _, err = cafe("golden", str(recording), str(golden))
+    assert code == 47 and err.count("\n") == 1
+    remedy = err.split("`")[1]
+    assert remedy == f"cafe golden {recording} {golden} --update"
+    assert cafe(*remedy.split()[1:])[0] == 0
+    assert cafe("golden", str(recording), str(golden))[0] == 0

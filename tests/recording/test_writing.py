@@ -191,3 +191,23 @@ def test_parallel_recorders_never_leave_an_interleaved_file(tmp_path: Path):
     assert recording.ending is not None and recording.header.seed in range(6)
     assert [c.index for c in recording.calls] == list(range(1, len(recording.calls) + 1))
     assert not partial_path(path).exists()
+
+
+def test_a_shift_that_fails_mid_way_names_the_kept_calls_on_its_one_error_line(tmp_path: Path, monkeypatch):
+    from cafe.errors import ModelCallError
+
+    class FailsSecond(ScriptedClient):
+        def chat(self, *args, **kwargs):
+            if self.calls == 1:
+                raise ModelCallError("model endpoint example failed: APIConnectionError")
+            return super().chat(*args, **kwargs)
+
+    monkeypatch.setattr("cafe.cli.get_client", lambda environ: FailsSecond())
+    path = tmp_path / "half.jsonl"
+    code, _, err = run_cli("shift", "--record", str(path), "--seed", "1")
+    assert code == ModelCallError.exit_code and err.count("\n") == 1
+    assert err.endswith(f"; the 1 call(s) recorded before it are kept in {partial_path(path)}\n")
+    assert not path.exists()
+    code, out, err = run_cli("replay", str(partial_path(path)))  # what was kept replays
+    assert code == 0, err
+    assert "replayed 1 call(s)" in out
