@@ -71,6 +71,7 @@ DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
 # Searched for in lower-cased text: a case-insensitive alternation is ten times slower.
 _DEFAULT_KEYWORDS = re.compile(r"authorization|api[_-]?key|passw(?:or)?d|client[_-]secret|secret[_-]key"
                                r"|access[_-]token|refresh[_-]token|bearer|sk-|akia|gh[pousr]_|-----begin")
+_ASCII_FOLDS = str.maketrans({"\u0131": "i", "\u017f": "s"})
 _DEFAULT_PATTERN_TEXTS = frozenset(pattern for _, pattern in DEFAULT_SECRET_PATTERNS)
 # Characters JSON serialisation never escapes (in either ensure_ascii mode, at any depth).
 _JSON_SAFE = re.compile(r'[ !#-\[\]-~]+')
@@ -193,7 +194,13 @@ class Scrubber:
     def _may_match_pattern(self, text: str) -> bool:
         if not self._named:
             return False
-        return not self._keywords_known or _DEFAULT_KEYWORDS.search(text.lower()) is not None
+        if not self._keywords_known:
+            return True
+        lowered = text.lower()
+        if not lowered.isascii():
+            # The patterns ignore case as `re` does, where ı and ſ match i and s.
+            lowered = lowered.translate(_ASCII_FOLDS)
+        return _DEFAULT_KEYWORDS.search(lowered) is not None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, **options) -> Scrubber:
@@ -220,6 +227,8 @@ class Scrubber:
         """False only when no string in the JSON text `serialised` can hold anything to
         scrub: then `scrub_json` of its value would return it unchanged. (Keywords and
         JSON-safe runs are spelled the same in a string and in its serialised form.)"""
+        if "\\u" in serialised:
+            return True  # characters escaped as \uXXXX (in an ASCII-only line) could spell anything
         return self._may_hold_literal(serialised) or self._may_match_pattern(serialised)
 
     def scrub_json(self, value: Any) -> Any:

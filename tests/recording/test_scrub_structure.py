@@ -142,3 +142,13 @@ def test_a_recorder_refuses_a_client_secret_too_short_to_scrub(tmp_path: Path):
     with pytest.raises(RecordingError, match="3 characters"):
         RecordingClient(Short([]), path)
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("key", ["paſſword", "Authorızation", "API_KEY", "x-Api-Key"])
+def test_the_keyword_prefilter_never_skips_what_a_pattern_matches(key: str):
+    scrubber = Scrubber()
+    line = {"headers": {key: "hunter2-secret"}, "note": f"{key}: hunter3-secret"}
+    assert scrubber.may_need_scrubbing(json.dumps(line, ensure_ascii=False))
+    assert scrubber.may_need_scrubbing(json.dumps(line))
+    scrubbed = json.dumps(scrubber.scrub_json(line))
+    assert "hunter2" not in scrubbed and "hunter3" not in scrubbed
