@@ -152,3 +152,20 @@ def test_the_keyword_prefilter_never_skips_what_a_pattern_matches(key: str):
     assert scrubber.may_need_scrubbing(json.dumps(line))
     scrubbed = json.dumps(scrubber.scrub_json(line))
     assert "hunter2" not in scrubbed and "hunter3" not in scrubbed
+
+
+WORDS = ["authorization", "Api-Key", "api_key", "PASSWORD", "passwd", "client_secret", "access-token",
+         "refresh_token", "Bearer ", "sk-", "AKIA", "ghp_", "-----BEGIN RSA PRIVATE KEY-----", ": ", "=", '"',
+         "\\", "ſ", "ı", "K", "é", "\n", "0123456789abcdefghij", "ABCDEFGHIJKLMNOP", "known-secret-1"]
+fragments = st.lists(st.sampled_from(WORDS) | st.text(max_size=4), max_size=8).map("".join)
+json_values = st.recursive(fragments | st.integers() | st.none(),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(fragments, inner, max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values, ascii_only=st.booleans())
+def test_a_line_the_prefilter_passes_over_has_nothing_to_scrub(value, ascii_only: bool):
+    scrubber = Scrubber().with_literals(["known-secret-1"])
+    if not scrubber.may_need_scrubbing(json.dumps(value, ensure_ascii=ascii_only)):
+        assert scrubber.scrub_json(value) == value
