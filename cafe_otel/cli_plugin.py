@@ -227,7 +227,9 @@ class OTelCliPlugin:
         handle = _handle(args, environ)
         if not handle.enabled:
             return None  # OTEL_SDK_DISABLED: the harness keeps its own tracer
-        origin = None
+        # A clock with an origin (the shift's timeline) puts the OTel spans on it too, so
+        # a recorded call's start is its exported chat span's start, to the nanosecond.
+        origin = getattr(clock, "origin_unix_nano", None)
         if getattr(args, "command", None) == "replay" and clock is None:
             timeline = _replay_timeline(args)
             if timeline is not None:

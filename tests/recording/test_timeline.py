@@ -67,3 +67,24 @@ def test_cafe_shift_records_strictly_increasing_call_starts(tmp_path: Path):
 def test_the_committed_recording_has_increasing_call_starts():
     starts = _starts(COMMITTED)
     assert all(a < b for a, b in pairwise(starts))
+
+
+def test_exported_chat_spans_start_where_the_recorded_calls_start(tmp_path: Path, monkeypatch):
+    import io
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import cafe_otel.cli_plugin as cli_plugin
+    from cafe.cli import main
+    from cafe.plugins import installed_plugins
+
+    sink = InMemorySpanExporter()
+    real_configure = cli_plugin.configure
+    monkeypatch.setattr(cli_plugin, "configure", lambda **options: real_configure(**options, exporter=sink))
+    path = tmp_path / "live.jsonl"
+    err = io.StringIO()
+    code = main(["shift", "--record", str(path), "--seed", "7", "--otlp=http://127.0.0.1:9"], environ={},
+                out=io.StringIO(), err=err, load_plugins=installed_plugins)
+    assert code == 0, err.getvalue()
+    chats = sorted(span.start_time for span in sink.get_finished_spans() if span.name.startswith("chat "))
+    assert chats == _starts(path)
