@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe.errors import CafeError
 from cafe.recording.errors import RecordingError
+from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
@@ -29,7 +30,7 @@ from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
-from cafe_otel.settings import GRPC, HTTP, seconds_in_range
+from cafe_otel.settings import GRPC, HTTP, MAX_SECONDS, seconds_in_range
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
@@ -42,6 +43,17 @@ class TelemetryExportFailed(CafeError):
 
 class NothingToExportTo(CafeError):
     exit_code = 2
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds in [0, MAX_SECONDS] (nan and inf are not a bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:20]!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds in [0, {MAX_SECONDS:g}]")
+    return value
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +155,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     if args.out:
+        # Checked before any work: the output must not destroy the recording it is made from.
+        check_output(args.out, reads=[args.recording], private=bool(args.capture_content))
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
                          service_name=args.service_name)
@@ -155,7 +169,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         if len(spans) != count:
             raise TelemetryExportFailed(f"{count} spans made, {len(spans)} encoded: "
                                         f"{handle.account.summary()}")
-        Path(args.out).write_bytes(encode(spans))
+        # Content on the spans is conversation text: then the file is private, like a recording.
+        write_output(args.out, encode(spans), reads=[args.recording], private=handle.settings.capture.enabled)
         out.write(f"wrote {len(spans)} spans ({len(recording.calls)} model calls) to {args.out}\n")
         return 0
     if not _wanted(args, environ):
@@ -199,7 +214,7 @@ class OTelCliPlugin:
         export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
         export.add_argument("--allow-truncated", action="store_true",
                             help="convert the complete calls of a recording whose last line was cut short")
-        export.add_argument("--timeout", type=float, default=DEFAULT_SHUTDOWN_TIMEOUT,
+        export.add_argument("--timeout", type=_seconds, default=DEFAULT_SHUTDOWN_TIMEOUT,
                             help="seconds to wait for the collector at the end (default %(default)s)")
         _add_options(export)
         export.set_defaults(run=_run_export)
@@ -222,7 +237,9 @@ class OTelCliPlugin:
         handle = _handle(args, environ)
         if not handle.enabled:
             return None  # OTEL_SDK_DISABLED: the harness keeps its own tracer
-        origin = None
+        # A clock with an origin (the shift's timeline) puts the OTel spans on it too, so
+        # a recorded call's start is its exported chat span's start, to the nanosecond.
+        origin = getattr(clock, "origin_unix_nano", None)
         if getattr(args, "command", None) == "replay" and clock is None:
             timeline = _replay_timeline(args)
             if timeline is not None:

@@ -153,7 +153,7 @@ def test_a_bad_decision_is_one_error_line():
     code, _, err = cafe("shift", "--decision", "maybe")
     _one_error_line(code, err)
     assert code == ScriptError.exit_code
-    assert "--decision 'maybe': use approve, reject or edit=JSON" in err
+    assert "--decision: 5 characters before '=' are not a decision; use approve, reject or edit=JSON" in err
 
 
 @pytest.mark.local_server
