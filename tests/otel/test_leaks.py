@@ -4,6 +4,8 @@ Legitimate metadata still passes unchanged."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -232,3 +234,31 @@ def test_content_of_a_third_party_span_is_scrubbed_of_the_secrets_it_was_given()
     handle.shutdown(2.0)
     span = handle_sink.get_finished_spans()[0]
     assert span.attributes[GEN_AI_OUTPUT_MESSAGES] == '[{"content": "key [REDACTED]"}]'
+
+
+def test_the_cli_hands_the_live_clients_key_to_telemetry_and_content_is_scrubbed_of_it():
+    from cafe.cli import main
+    from cafe_otel.cli_plugin import plugin
+
+    from .test_cli_plugin import Receiver
+
+    receiver = Receiver()
+    receiver.thread.start()
+    reply = planted_reply(response_id="chatcmpl-1", model="gpt-4o-mini", finish_reason="stop", call_id="call_{n}",
+                          tool_name="price_check", text="Your key is {authorization}, as you asked.")
+    try:
+        with echo_server(reply) as url:
+            out, err = io.StringIO(), io.StringIO()
+            code = main(["shift", "--seed", "1", "--capture-content", "--otlp-protocol", "http/protobuf",
+                         f"--otlp={receiver.url}"],
+                        environ={"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY,
+                                 "CAFE_MODEL": "gpt-4o-mini"},
+                        out=out, err=err, load_plugins=lambda warn: [plugin])
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
+    assert code == 0, err.getvalue()
+    assert KEY in out.getvalue()  # the echo really happened (the transcript is the operator's own)
+    raw = receiver.raw()
+    assert b"Your key is [REDACTED], as you asked." in raw
+    assert KEY.encode() not in raw
