@@ -7,7 +7,7 @@ name, a finish reason or a tool call id. So every allowlisted key has a declared
 `MetadataOnlySpanProcessor` lets a value out only when it fits. A value that does not fit
 is withheld and counted (an identifier is replaced by a keyed hash instead, so that the
 spans it joins still join). The names of spans and events and the trace state have shapes
-too. `python -m cafe_otel.shapes` prints the table the READMEs carry (a test checks them).
+too. `markdown_table()` is the table the READMEs carry (a test checks that they do).
 
 Free text (spaces, punctuation, more than a short word or two) fits none of these shapes.
 A value that is itself one short identifier-like word can fit an identifier shape: that is
@@ -85,8 +85,10 @@ class Shape:
 
     def describe(self) -> str:
         """The shape in words, for the README table."""
-        if self.kind in (INT, FLOAT):
-            found = f"{'integer' if self.kind == INT else 'number'} {self.minimum:g} to {self.maximum:g}"
+        if self.kind == INT:
+            found = f"integer {int(self.minimum):,} to {int(self.maximum):,}"  # type: ignore[arg-type]
+        elif self.kind == FLOAT:
+            found = f"number {self.minimum:g} to {self.maximum:g}"
         elif self.kind == CONTENT:
             found = "free text (JSON), only with content capture on; secrets scrubbed"
         else:
@@ -190,11 +192,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
 
 def markdown_table() -> str:
     """The table the READMEs carry: every field and key that may leave, with its shape."""
+    rows = [*FIELDS, *((f"`{key}`", shape.describe()) for key, shape in SHAPES.items())]
     lines = ["| field or attribute | what may leave |", "|---|---|"]
-    lines += [f"| {name} | {text} |" for name, text in FIELDS]
-    lines += [f"| `{key}` | {shape.describe()} |" for key, shape in SHAPES.items()]
+    # A pattern's `|` would end the table cell.
+    lines += [f"| {name} | {text.replace('|', chr(92) + '|')} |" for name, text in rows]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(markdown_table())
