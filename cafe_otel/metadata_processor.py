@@ -37,6 +37,7 @@ from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
 _WITHHELD = object()
 HASH_MARKER = "hmac:"
+_MEMO_SIZE = 4096  # bound on each memo of values already found to fit
 
 
 class SpanSanitiser:
@@ -67,6 +68,14 @@ class SpanSanitiser:
         self._secrets: tuple[str, ...] = ()
         self._scrubber = (content_scrubber or Scrubber()) if self._allowed & CONTENT_ATTRIBUTES else None
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+        # (key, value) pairs already found to fit, for the text keys whose values repeat;
+        # ids and counts vary with every call, and content is scrubbed every time.
+        self._memoisable = frozenset(key for key in self._allowed
+                                     if shapes[key].kind == sh.TEXT and shapes[key].on_mismatch != sh.HASH)
+        self._known: set[tuple[str, Any]] = set()
+        # The fast path's checks: metadata keys only (content is always scrubbed).
+        self._checks = {key: shapes[key].fits for key in self._allowed if shapes[key].kind != sh.CONTENT}
+        self._names: set[str] = set()
         self.add_secrets(secrets)
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
@@ -76,6 +85,8 @@ class SpanSanitiser:
         if not new:
             return
         self._secrets = self._secrets + new
+        self._known = set()  # what fit before may hold one of them
+        self._names = set()
         if self._scrubber is not None:
             self._scrubber = self._scrubber.with_literals(new)
 
@@ -120,9 +131,23 @@ class SpanSanitiser:
         if not attributes:
             return None
         out: dict[str, Any] | None = None
-        for index, (key, value) in enumerate(attributes.items()):
-            kept = self._value(key, value)
+        known, checks = self._known, self._checks
+        for index, item in enumerate(attributes.items()):
+            try:
+                if item in known:  # seen before and fit: model names, operations, providers
+                    if out is not None:
+                        out[item[0]] = item[1]
+                    continue
+            except TypeError:  # an unhashable value: checked below like any other
+                pass
+            key, value = item
+            check = checks.get(key)
+            kept = value if check is not None and check(value) and not self._secrets else self._value(key, value)
             if kept is value:
+                if key in self._memoisable:
+                    if len(known) >= _MEMO_SIZE:
+                        known.clear()
+                    known.add(item)
                 if out is not None:
                     out[key] = value
                 continue
@@ -133,7 +158,12 @@ class SpanSanitiser:
         return out
 
     def _name(self, name: str, shape: sh.Shape, what: str) -> str:
+        if name in self._names:
+            return name
         if shape.fits(name) and not self._has_secret(name):
+            if len(self._names) >= _MEMO_SIZE:
+                self._names.clear()
+            self._names.add(name)
             return name
         self._withhold(what)
         return sh.REDACTED_NAME
@@ -173,11 +203,10 @@ class SpanSanitiser:
 
     # --- the span ------------------------------------------------------------------
     def __call__(self, span: ReadableSpan) -> ReadableSpan:
-        changed = False
-        name = self._name(span.name, sh.SPAN_NAME, "span.name")
-        changed |= name is not span.name
+        original_name, original_scope = span.name, span.instrumentation_scope
+        name = self._name(original_name, sh.SPAN_NAME, "span.name")
         attributes = self.attributes(span.attributes)
-        changed |= attributes is not None
+        changed = name is not original_name or attributes is not None
         events = []
         for event in span.events:
             event_name = self._name(event.name, sh.EVENT_NAME, "event.name")
@@ -200,9 +229,10 @@ class SpanSanitiser:
                               link_attributes if link_attributes is not None else link.attributes))
         context = self._context(span.context)
         parent = self._context(span.parent)
-        scope = self._scope(span.instrumentation_scope)
-        changed |= (context is not None or parent is not None or scope is not span.instrumentation_scope
-                    or bool(span.status.description))
+        scope = self._scope(original_scope)
+        status = span.status
+        changed |= (context is not None or parent is not None or scope is not original_scope
+                    or bool(status.description))
         if not changed:
             return span
         return ReadableSpan(
@@ -214,7 +244,7 @@ class SpanSanitiser:
             events=events,
             links=links,
             kind=span.kind,
-            status=Status(span.status.status_code),  # the description is free text: dropped
+            status=Status(status.status_code),  # the description is free text: dropped
             start_time=span.start_time,
             end_time=span.end_time,
             instrumentation_scope=scope,

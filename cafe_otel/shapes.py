@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from cafe.tools import TOOL_NAMES
@@ -59,29 +59,42 @@ class Shape:
     maximum: float | None = None
     many: bool = False  # an array of such values (at most MAX_ITEMS)
     on_mismatch: str = DROP
+    fits: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_regex", re.compile(self.pattern) if self.pattern else None)
+        object.__setattr__(self, "fits", self._checker())
 
-    def fits_one(self, value: Any) -> bool:
+    def _checker(self) -> Callable[[Any], bool]:
+        """One compiled check per shape (the processor calls it for every attribute of every
+        span, so it is a plain closure: `type(v) is int` also keeps bools out)."""
         if self.kind == TEXT:
-            if not isinstance(value, str):
-                return False
-            regex: re.Pattern[str] | None = self._regex  # type: ignore[attr-defined]
-            return value in self.values or (regex is not None and regex.fullmatch(value) is not None)
-        if self.kind == INT:
-            return (isinstance(value, int) and not isinstance(value, bool)
-                    and self.minimum <= value <= self.maximum)  # type: ignore[operator]
-        if self.kind == FLOAT:
-            return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                    and self.minimum <= value <= self.maximum)  # type: ignore[operator]
-        return isinstance(value, str)  # CONTENT: any text; secrets are scrubbed separately
+            values, regex = self.values, re.compile(self.pattern) if self.pattern else None
+            match = regex.fullmatch if regex is not None else (lambda text: None)
 
-    def fits(self, value: Any) -> bool:
-        if self.many:
-            return (isinstance(value, (tuple, list)) and 0 < len(value) <= MAX_ITEMS
-                    and all(self.fits_one(item) for item in value))
-        return self.fits_one(value)
+            def one(v: Any) -> bool:
+                return type(v) is str and (v in values or match(v) is not None)
+        elif self.kind == INT:
+            low, high = self.minimum, self.maximum
+
+            def one(v: Any) -> bool:
+                return type(v) is int and low <= v <= high  # type: ignore[operator]
+        elif self.kind == FLOAT:
+            low, high = self.minimum, self.maximum
+
+            def one(v: Any) -> bool:
+                return (type(v) is float or type(v) is int) and math.isfinite(v) and low <= v <= high  # type: ignore[operator]
+        else:  # CONTENT: any text; secrets are scrubbed separately
+
+            def one(v: Any) -> bool:
+                return type(v) is str
+
+        if not self.many:
+            return one
+
+        def many(v: Any) -> bool:
+            return type(v) in (tuple, list) and 0 < len(v) <= MAX_ITEMS and all(one(item) for item in v)
+
+        return many
 
     def describe(self) -> str:
         """The shape in words, for the README table."""
