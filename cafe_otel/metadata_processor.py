@@ -75,7 +75,7 @@ class SpanSanitiser:
         self._known: set[tuple[str, Any]] = set()
         # The fast path's checks: metadata keys only (content is always scrubbed).
         self._checks = {key: shapes[key].fits for key in self._allowed if shapes[key].kind != sh.CONTENT}
-        self._names: set[str] = set()
+        self._names: dict[str, set[str]] = {}  # names found to fit, by what they name
         self.add_secrets(secrets)
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
@@ -86,7 +86,7 @@ class SpanSanitiser:
             return
         self._secrets = self._secrets + new
         self._known = set()  # what fit before may hold one of them
-        self._names = set()
+        self._names = {}
         if self._scrubber is not None:
             self._scrubber = self._scrubber.with_literals(new)
 
@@ -158,12 +158,13 @@ class SpanSanitiser:
         return out
 
     def _name(self, name: str, shape: sh.Shape, what: str) -> str:
-        if name in self._names:
+        seen = self._names.setdefault(what, set())
+        if name in seen:
             return name
         if shape.fits(name) and not self._has_secret(name):
-            if len(self._names) >= _MEMO_SIZE:
-                self._names.clear()
-            self._names.add(name)
+            if len(seen) >= _MEMO_SIZE:
+                seen.clear()
+            seen.add(name)
             return name
         self._withhold(what)
         return sh.REDACTED_NAME

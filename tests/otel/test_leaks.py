@@ -123,6 +123,33 @@ def test_legitimate_metadata_passes_unchanged_everywhere():
     assert account.withheld == {}
 
 
+def test_a_name_that_fits_one_field_is_not_taken_for_another():
+    provider, sink, account = _pipeline()
+    tracer = provider.get_tracer("x")
+    for _ in range(2):  # the second time, names already seen are remembered
+        with tracer.start_as_current_span("retry") as span:
+            span.add_event("retry")
+    assert [(s.name, [e.name for e in s.events]) for s in sink.get_finished_spans()] == [
+        ("retry", [REDACTED_NAME]), ("retry", [REDACTED_NAME])]
+    assert account.withheld == {"event.name": 2}
+
+
+def test_a_secret_added_later_is_caught_in_values_that_fit_before():
+    sink = InMemorySpanExporter()
+    processor = MetadataOnlySpanProcessor(SimpleSpanProcessor(sink))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("x")
+    attributes = {"gen_ai.request.model": "m-" + KEY, "gen_ai.agent.name": KEY}
+    with tracer.start_as_current_span("s", attributes=attributes):
+        pass
+    processor.add_secrets([KEY])
+    with tracer.start_as_current_span("s", attributes=attributes):
+        pass
+    first, second = sink.get_finished_spans()
+    assert dict(first.attributes) == attributes and dict(second.attributes) == {}
+
+
 def test_a_clean_span_is_handed_on_as_is_and_nothing_is_counted():
     provider, sink, account = _pipeline()
     with provider.get_tracer("x").start_as_current_span("execute_tool price_check", attributes=LEGIT):
