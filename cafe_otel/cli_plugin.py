@@ -157,9 +157,11 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
         handle.shutdown(args.timeout)
     account = handle.account
-    err.write(report_line(handle, logs) + "\n")
+    report = report_line(handle, logs)
     if account.dropped or account.exported < count:
-        raise TelemetryExportFailed(f"{count - account.exported} of {count} spans were not exported")
+        # One line on stderr: the error carries the report.
+        raise TelemetryExportFailed(f"{count - account.exported} of {count} spans were not exported ({report})")
+    err.write(report + "\n")
     out.write(f"exported {count} spans ({len(recording.calls)} model calls) from {args.recording}\n")
     return 0
 
