@@ -37,6 +37,7 @@ from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
 _WITHHELD = object()
 HASH_MARKER = "hmac:"
+MIN_SECRET_LENGTH = 8  # shorter secrets are not looked for in metadata values
 _MEMO_SIZE = 4096  # bound on each memo of values already found to fit
 
 
@@ -84,7 +85,9 @@ class SpanSanitiser:
         new = tuple(s for s in secrets if s and s not in self._secrets)
         if not new:
             return
-        self._secrets = self._secrets + new
+        # A local server's placeholder key ("x", "EMPTY") would otherwise withhold every
+        # value that happens to contain it; content still goes through the scrubber's own rule.
+        self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_LENGTH)
         self._known = set()  # what fit before may hold one of them
         self._names = {}
         if self._scrubber is not None:

@@ -186,6 +186,13 @@ def test_a_metadata_value_holding_a_secret_is_withheld():
     assert account.withheld == {"gen_ai.response.id": 1, "gen_ai.request.model": 1}
 
 
+def test_a_placeholder_key_does_not_withhold_metadata_that_happens_to_contain_it():
+    provider, sink, _ = _pipeline(secrets=["x"])
+    with provider.get_tracer("x").start_as_current_span("s", attributes={"gen_ai.request.model": "mixtral-8x7b"}):
+        pass
+    assert dict(sink.get_finished_spans()[0].attributes) == {"gen_ai.request.model": "mixtral-8x7b"}
+
+
 def test_an_allowlisted_key_without_a_shape_is_refused():
     with pytest.raises(ValueError, match="without a declared shape: note"):
         MetadataOnlySpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), allowlist=[*METADATA_ALLOWLIST, "note"])
