@@ -62,16 +62,17 @@ planted = st.fixed_dictionaries({key: canary_value(key) for key in METADATA_KEYS
     span_name=free_text(),
     event_name=free_text(),
     description=free_text(),
+    scope_name=free_text(),
     vendor_state=free_text(st.text(alphabet="abcxyz019 ", max_size=8)).map(lambda t: t.replace(",", ";").strip()),
 )
 def test_a_canary_in_every_field_of_a_third_party_span_never_leaves(
-    pipeline, span_values, event_values, link_values, span_name, event_name, description, vendor_state
+    pipeline, span_values, event_values, link_values, span_name, event_name, description, scope_name, vendor_state
 ):
     provider, sink, account = pipeline
     sink.clear()
     before = account.withheld
     state = TraceState([("vendor", vendor_state.replace("=", ":")), ("ot", f"th:{MARK}")])
-    tracer = provider.get_tracer("third.party", "1.0", attributes=dict(span_values))
+    tracer = provider.get_tracer(scope_name, f"1.0 {MARK}", attributes=dict(span_values))
     with tracer.start_as_current_span("parent", context=_remote_parent(state)) as parent:
         link = Link(parent.get_span_context(), dict(link_values))
         with tracer.start_as_current_span(span_name, links=[link], attributes=dict(span_values)) as span:
@@ -86,6 +87,7 @@ def test_a_canary_in_every_field_of_a_third_party_span_never_leaves(
     assert all(not s.context.trace_state for s in spans)  # a parent's trace state is not handed on
     child = next(s for s in spans if s.name != "parent")
     assert child.name == REDACTED_NAME
+    assert (child.instrumentation_scope.name, child.instrumentation_scope.version) == (REDACTED_NAME, None)
     assert [e.name for e in child.events] == [REDACTED_NAME, "exception"]
     assert dict(child.events[1].attributes) == {"exception.type": "ValueError"}
     assert child.status.status_code is StatusCode.ERROR and child.status.description is None
