@@ -195,8 +195,9 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("span status", "the code only; the description is always removed"),
     ("trace state", f"only an `ot` entry matching `^{TRACESTATE_OT_PATTERN}$`; every other entry is removed"),
     ("link", "trace and span id; attributes shaped as below; its trace state reduced as above"),
-    ("instrumentation scope", f"name `^{SCOPE_NAME_PATTERN}$`, version `^{SCOPE_VERSION_PATTERN}$`, schema URL "
-     f"`^{SCHEMA_URL_PATTERN}$` (else removed); attributes shaped as below"),
+    ("instrumentation scope", f"name `^{SCOPE_NAME_PATTERN}$` (else `{REDACTED_NAME}`), version "
+     f"`^{SCOPE_VERSION_PATTERN}$` and schema URL `^{SCHEMA_URL_PATTERN}$` (else removed); attributes shaped "
+     "as below"),
     ("resource", "what you configured (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), `telemetry.sdk.*` "
      "and, outside replays, a random `service.instance.id`"),
     ("ids, times, kind", "trace and span ids, timestamps, span kind, status code, dropped counts"),
