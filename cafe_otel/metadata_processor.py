@@ -39,6 +39,7 @@ _WITHHELD = object()
 HASH_MARKER = "hmac:"
 MIN_SECRET_LENGTH = 8  # shorter secrets are not looked for in metadata values
 _MEMO_SIZE = 4096  # bound on each memo of values already found to fit
+_SCRUB_MEMO_SIZE = 64  # content texts kept with their scrubbed form
 
 
 class SpanSanitiser:
@@ -77,6 +78,7 @@ class SpanSanitiser:
         # The fast path's checks: metadata keys only (content is always scrubbed).
         self._checks = {key: shapes[key].fits for key in self._allowed if shapes[key].kind != sh.CONTENT}
         self._names: dict[str, set[str]] = {}  # names found to fit, by what they name
+        self._scrubbed: dict[str, str] = {}
         self.add_secrets(secrets)
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
@@ -90,6 +92,7 @@ class SpanSanitiser:
         self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_LENGTH)
         self._known = set()  # what fit before may hold one of them
         self._names = {}
+        self._scrubbed = {}
         if self._scrubber is not None:
             self._scrubber = self._scrubber.with_literals(new)
 
@@ -99,6 +102,18 @@ class SpanSanitiser:
             return False
         items = value if isinstance(value, (tuple, list)) else (value,)
         return any(isinstance(item, str) and secret in item for item in items for secret in self._secrets)
+
+    def _scrub(self, text: str) -> str:
+        # The scrubber's patterns cost about a millisecond per kilobyte; tool definitions and
+        # system instructions come back unchanged on every call, so their result is kept.
+        done = self._scrubbed.get(text)
+        if done is None:
+            scrubbed = self._scrubber.scrub(text)  # type: ignore[union-attr]
+            done = text if scrubbed == text else scrubbed
+            if len(self._scrubbed) >= _SCRUB_MEMO_SIZE:
+                self._scrubbed.clear()
+            self._scrubbed[text] = done
+        return done
 
     def _withhold(self, what: str) -> None:
         if self._account is not None:
@@ -117,8 +132,7 @@ class SpanSanitiser:
             if not isinstance(value, str) or self._scrubber is None:
                 self._withhold(key)
                 return _WITHHELD
-            scrubbed = self._scrubber.scrub(value)
-            return value if scrubbed == value else scrubbed
+            return self._scrub(value)
         if self._has_secret(value):
             self._withhold(key)
             return _WITHHELD

@@ -239,6 +239,8 @@ def test_canaries_in_a_server_reply_never_leave(capture):
     assert tools and all(s.attributes["gen_ai.tool.call.id"].startswith(HASH_MARKER) for s in tools)
     assert all(s.attributes["gen_ai.tool.name"] == "unknown_tool" for s in tools)
     assert account.withheld["gen_ai.response.id"] == len(chats)
+    assert f"{sum(account.withheld.values())} values withheld (not metadata-shaped)" in account.summary()
+    assert account.dropped == 0  # the spans themselves all went on
     if capture:
         # Content is customer text by definition (opted in), but the echoed key is scrubbed
         # from it exactly as a recording is scrubbed of it.
