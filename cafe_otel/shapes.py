@@ -34,7 +34,8 @@ TOKEN_PATTERN = r"[A-Za-z][A-Za-z0-9_.-]{0,31}"
 IDENTIFIER_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]{0,63}"
 MODEL_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}"
 ERROR_TYPE_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}"
-HOST_PATTERN = r"[A-Za-z0-9.:\[\]-]{1,253}"
+# A DNS name (labels of at most 63) or an IP address, v6 bracketed or not.
+HOST_PATTERN = r"(?:(?:[A-Za-z0-9-]{1,63}\.){0,8}[A-Za-z0-9-]{1,63}|\[?[0-9A-Fa-f:.]{2,45}\]?)"
 RPC_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.$/-]{0,127}"
 # A span name is an operation and at most one target: `chat gpt-4o-mini`, `POST /v1/chat`.
 SPAN_NAME_PATTERN = r"[A-Za-z0-9_.:-]{1,64}(?: [A-Za-z0-9_.:/@+{}-]{1,128})?"

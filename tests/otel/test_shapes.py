@@ -35,6 +35,11 @@ def test_free_text_fits_no_metadata_shape(key, text):
     assert not SHAPES[key].fits((text,))
 
 
+@pytest.mark.parametrize("key", METADATA_KEYS)
+def test_a_long_single_word_fits_no_metadata_shape(key):
+    assert not SHAPES[key].fits(MARK * 30)  # 270 characters without a space
+
+
 @pytest.mark.parametrize("value", [True, -1, 2**40, float("nan"), None, b"bytes", ("stop",) * 33, ()])
 def test_wrong_types_and_ranges_do_not_fit(value):
     for key in ("gen_ai.usage.input_tokens", "server.port", "gen_ai.response.finish_reasons",
