@@ -216,7 +216,7 @@ def _live_shift(base_url: str, **options):
     client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
     handle = configure(exporter=sink, environ={}, secrets=client.secrets(), schedule_delay=0.05, **options)
     run = cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
-    handle.shutdown(2.0)
+    handle.shutdown(5.0)  # returns once flushed; the bound only matters on a loaded machine
     return run, list(sink.get_finished_spans()), handle.account
 
 
