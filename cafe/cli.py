@@ -167,11 +167,16 @@ def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
 
 
 def _open_telemetry(
-    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str], clock=None
+    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str], clock=None,
+    client=None,
 ) -> TelemetrySession | None:
     for plugin in plugins:
         session = plugin.open_session(args, environ, clock)
         if session is not None:
+            # The client's secrets (the live key) stay out of telemetry as out of recordings.
+            protect = getattr(session, "protect", None)
+            if protect is not None and hasattr(client, "secrets"):
+                protect(client.secrets())
             return session
     return None
 
@@ -184,7 +189,7 @@ def _cmd_shift(args, plugins, environ, out, err) -> int:
     timeline = Timeline()
     origin_ns = timeline.origin_unix_nano
     client = get_client(environ)
-    session = _open_telemetry(plugins, args, environ, clock=timeline)
+    session = _open_telemetry(plugins, args, environ, clock=timeline, client=client)
     tracer = session.tracer if session else Tracer(clock=timeline)
     options = {"max_turns": args.max_turns, "conversation_id": conversation_id}
     try:
