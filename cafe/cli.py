@@ -14,13 +14,13 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from cafe import view
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
-from cafe.errors import CafeError, ScriptError
+from cafe.errors import CafeError, ScriptError, UsageError
 from cafe.handover import handover_note
 from cafe.loop import ShiftRun, run_shift
 from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
@@ -111,8 +111,17 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse writes its usage block before an error and exits; cafe's errors are one line
+    with their exit code (2 for usage), so a bad argument is raised like any other error.
+    Subcommand parsers (plugins' included) are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
 def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cafe", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="cafe", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     shift = commands.add_parser("shift", help="run a shift (offline unless COURSE_MODE=live)")
