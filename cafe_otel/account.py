@@ -10,6 +10,8 @@ a span lost before it reached the exporter is `otel.sdk.processor.span.processed
 and `redaction_failed` are ours); an export's outcome is `otel.sdk.exporter.span.exported`,
 without `error.type` when delivered, else with its cause (`timeout`, `busy`, `failure`,
 `already_shutdown` or the exception's class name, as the SDK's exporters name it).
+A metric export's outcome is `otel.sdk.exporter.metric_data_point.exported`, counted in
+data points (a cumulative point goes out again at every export), with the same causes.
 `points()` gives them under those names.
 """
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 
 PROCESSOR_SPAN_PROCESSED = "otel.sdk.processor.span.processed"
 EXPORTER_SPAN_EXPORTED = "otel.sdk.exporter.span.exported"
+EXPORTER_METRIC_POINTS_EXPORTED = "otel.sdk.exporter.metric_data_point.exported"
 
 QUEUE_FULL = "queue_full"
 ALREADY_SHUTDOWN = "already_shutdown"
@@ -48,6 +51,13 @@ class AccountSnapshot:
     last_error: str | None
     dropped_after_shutdown: int = 0
     export_failed_by_type: dict[str, int] = field(default_factory=dict)
+    metrics_enabled: bool = False
+    metric_points_exported: int = 0
+    metric_points_dropped_by_type: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def metric_points_dropped(self) -> int:
+        return sum(self.metric_points_dropped_by_type.values())
 
     @property
     def dropped(self) -> int:
@@ -61,6 +71,10 @@ class AccountSnapshot:
             (QUEUE_FULL, self.dropped_queue_full), (ALREADY_SHUTDOWN, self.dropped_after_shutdown),
             (SHUTDOWN_TIMEOUT, self.dropped_unflushed), (REDACTION_FAILED, self.dropped_redaction_failed),
         ) if n]
+        if self.metrics_enabled:
+            found.append(Point(EXPORTER_METRIC_POINTS_EXPORTED, None, self.metric_points_exported))
+            found += [Point(EXPORTER_METRIC_POINTS_EXPORTED, kind, n)
+                      for kind, n in sorted(self.metric_points_dropped_by_type.items())]
         return found
 
 
@@ -80,6 +94,23 @@ class TelemetryAccount:
         self._last_error: str | None = None
         self._last_note: str | None = None
         self._withheld: dict[str, int] = {}
+        self._metrics_enabled = False
+        self._metric_points_exported = 0
+        self._metric_points_dropped: dict[str, int] = {}
+
+    def enable_metrics(self) -> None:
+        """A metrics pipeline exists: the report counts its data points too."""
+        with self._lock:
+            self._metrics_enabled = True
+
+    def add_metric_points_exported(self, count: int) -> None:
+        with self._lock:
+            self._metric_points_exported += count
+
+    def add_metric_points_dropped(self, count: int, error: str, error_type: str = FAILURE) -> None:
+        with self._lock:
+            self._metric_points_dropped[error_type] = self._metric_points_dropped.get(error_type, 0) + count
+            self._last_error = error
 
     def add_exported(self, count: int) -> None:
         with self._lock:
@@ -136,7 +167,9 @@ class TelemetryAccount:
         with self._lock:
             return AccountSnapshot(self._exported, sum(self._export_failed.values()), self._queue_full,
                                    self._redaction_failed, self._unflushed, self._mirror_errors,
-                                   self._last_error, self._after_shutdown, dict(self._export_failed))
+                                   self._last_error, self._after_shutdown, dict(self._export_failed),
+                                   self._metrics_enabled, self._metric_points_exported,
+                                   dict(self._metric_points_dropped))
 
     def points(self) -> list[Point]:
         """The counts under the SDK's self-observability metric names and error types."""
@@ -195,7 +228,9 @@ class TelemetryAccount:
         withheld = sum(self.withheld.values())
         if withheld:
             line += f", {withheld} values withheld (not metadata-shaped)"
-        if s.last_error and (s.dropped or s.mirror_errors):
+        if s.metrics_enabled:
+            line += f"; {s.metric_points_exported} metric points exported, {s.metric_points_dropped} dropped"
+        if s.last_error and (s.dropped or s.mirror_errors or s.metric_points_dropped):
             line += f"; last error: {s.last_error}"
         elif note:
             line += f"; note: {note}"

@@ -151,7 +151,7 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         check_output(args.out, reads=[args.recording], private=bool(args.capture_content))
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
-                         service_name=args.service_name)
+                         service_name=args.service_name, metrics=False)
         if handle.provider is None or handle.settings is None:
             out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
             return 0
@@ -168,7 +168,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     if not _wanted(args, environ):
         raise NothingToExportTo("cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
     _quiet_grpc_core(environ)
-    handle = _handle(args, environ, service_name=args.service_name)
+    # A recording is exported as spans only: its metrics were (or were not) sent when it ran.
+    handle = _handle(args, environ, service_name=args.service_name, metrics=False)
     if handle.provider is None or handle.settings is None:
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0

@@ -72,7 +72,7 @@ def seconds_in_range(value: object, source: str, *, low_inclusive: bool = False)
     return number
 
 
-def _millis_in_range(raw: str, variable: str) -> float:
+def millis_in_range(raw: str, variable: str) -> float:
     """A variable in milliseconds, as seconds: finite and in (0, 3600000]."""
     accepted = f"a number of milliseconds in (0, {MAX_SECONDS * 1000:.0f}]"
     try:
@@ -189,7 +189,7 @@ def resolve_settings(
         timeout = seconds_in_range(export_timeout, "export_timeout argument")
     else:
         variable = next((name for name in TIMEOUT_VARIABLES if env.get(name, "").strip()), None)
-        timeout = (_millis_in_range(env[variable].strip(), variable) if variable
+        timeout = (millis_in_range(env[variable].strip(), variable) if variable
                    else DEFAULT_EXPORT_TIMEOUT)
 
     compression = _first(env, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
@@ -285,7 +285,7 @@ def resolve_batch_settings(
         delay = seconds_in_range(schedule_delay, "schedule_delay argument")
     else:
         raw = _first(env, "OTEL_BSP_SCHEDULE_DELAY")
-        delay = DEFAULT_SCHEDULE_DELAY if raw is None else _millis_in_range(raw, "OTEL_BSP_SCHEDULE_DELAY")
+        delay = DEFAULT_SCHEDULE_DELAY if raw is None else millis_in_range(raw, "OTEL_BSP_SCHEDULE_DELAY")
     return BatchSettings(queue, batch, delay,
                          seconds_in_range(shutdown_timeout, "shutdown_timeout argument", low_inclusive=True))
 
