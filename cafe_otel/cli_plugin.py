@@ -27,6 +27,7 @@ from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
+from cafe_otel import demo
 from cafe_otel.cli_logs import ExporterLogCapture, redactor
 from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, TelemetryHandle, configure
 from cafe_otel.golden import check_golden
@@ -224,6 +225,7 @@ class OTelCliPlugin:
         golden.add_argument("--allow-truncated", action="store_true",
                             help="replay the complete calls of a recording whose last line was cut short")
         golden.set_defaults(run=_run_golden)
+        demo.register(commands)
 
     def open_session(
         self, args: argparse.Namespace, environ: Mapping[str, str], clock: Clock | None
