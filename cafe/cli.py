@@ -25,7 +25,7 @@ from cafe.handover import handover_note
 from cafe.loop import ShiftRun, run_shift
 from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
 from cafe.recording import check as recording_check
-from cafe.recording.errors import TranscriptMismatch
+from cafe.recording.errors import ReplayError, TranscriptMismatch
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
@@ -148,6 +148,9 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     replay.add_argument("--decision", action="append", metavar="D",
                         help="consent decisions in order (default: those the recording holds)")
     replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
+    replay.add_argument("--report", metavar="HTML",
+                        help="on a failed replay, write a page of the mismatch to HTML (private: 0600, never "
+                             "overwritten)")
 
     recording_check.register(commands)
     view.register(commands)
@@ -251,6 +254,8 @@ def _cmd_replay(args, plugins, environ, out, err) -> int:
     if args.max_turns is not None:
         explicit["max_turns"] = args.max_turns
     responder = make_responder([_parse_decision(d) for d in args.decision]) if args.decision else None
+    if args.report:
+        view.check_page_path(args.report)  # before the replay, not after it failed
     session = _open_telemetry(plugins, args, environ, clock=None)
     tracer = session.tracer if session else Tracer(clock=TickClock())
     try:
@@ -263,6 +268,11 @@ def _cmd_replay(args, plugins, environ, out, err) -> int:
             scrubber=Scrubber.from_environment(environ),
             **explicit,
         )
+    except ReplayError as error:
+        if args.report:
+            view.write_mismatch_report(args.report, recording, error)
+            out.write(f"wrote the mismatch report {args.report} (private, mode 0600)\n")
+        raise
     finally:
         report = session.close() if session else []
     for line in report:

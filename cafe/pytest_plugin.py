@@ -31,6 +31,7 @@ jsonschema with it) is loaded only when a test asks for the fixture.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from cafe.recording.errors import ReplayError
     from cafe.recording.modes import RecordMode
     from cafe.recording.replay import ReplayClient
 
@@ -61,6 +63,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "none: never record (a missing recording fails the test)",
     )
     parser.addini("cafe_record_mode", "default for --cafe-record-mode", default="once")
+    group.addoption(
+        "--cafe-report-dir",
+        default=None,
+        metavar="DIR",
+        help="on a failed replay, write a page of the mismatch to DIR/<recording>.html (private: 0600)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -235,6 +243,27 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         except ReplayError as error:
             failure = error
     if failure is not None:
-        pytest.fail(f"cafe: {failure}", pytrace=False)
+        pytest.fail(f"cafe: {failure}{_report(item, replay, failure)}", pytrace=False)
     item.stash[_CALL_PASSED] = True
     return result
+
+
+def _report(item: pytest.Item, replay: ReplayClient, failure: ReplayError) -> str:
+    """With --cafe-report-dir: the mismatch page, named after the recording, never over
+    another; returns the clause naming it for the failure line."""
+    directory = item.config.getoption("--cafe-report-dir")
+    if not directory:
+        return ""
+    from cafe.view import PageUnwritable, write_mismatch_report
+
+    base = Path(directory) / replay.recording.path.stem
+    for attempt in range(1, 100):
+        target = base.with_name(f"{base.name}.html" if attempt == 1 else f"{base.name}-{attempt}.html")
+        if os.path.lexists(target):
+            continue
+        try:
+            write_mismatch_report(target, replay.recording, failure)
+        except PageUnwritable as error:
+            return f" (no report: {error})"
+        return f" (report: {target})"
+    return " (no report: 99 reports of this recording already in the directory)"

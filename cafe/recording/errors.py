@@ -8,6 +8,7 @@ conversations, and error text ends up in CI logs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cafe.errors import CafeError
 
@@ -122,9 +123,16 @@ class RecordingNotClean(RecordingError):
 
 
 class ReplayError(RecordingError):
-    """The replayed shift did not make the calls the recording holds."""
+    """The replayed shift did not make the calls the recording holds.
+
+    `incoming_request` is the request the replay made where it failed (scrubbed as the
+    recording is; None when it made none) and `served` how many recorded calls it had been
+    served before: what a mismatch report (`cafe.view.mismatch`) shows. Neither is in the
+    message, which names paths and sizes only."""
 
     exit_code = 40
+    incoming_request: dict[str, Any] | None = None
+    served: int | None = None
 
 
 class ReplayMismatch(ReplayError):

@@ -74,19 +74,23 @@ class ReplayClient:
     ) -> Response:
         check_tool_call_ids(messages)
         recorded_calls = self.recording.calls
-        if self.calls >= len(recorded_calls):
-            raise RecordingExhausted(self.path, len(recorded_calls))
-        recorded = recorded_calls[self.calls]
         request = build_request(messages, tools, temperature, tool_choice)
+        if self.calls >= len(recorded_calls):
+            exhausted = RecordingExhausted(self.path, len(recorded_calls))
+            exhausted.incoming_request, exhausted.served = self._as_recorded(request), self.calls
+            raise exhausted
+        recorded = recorded_calls[self.calls]
         if not self._matches_verbatim(self.calls, request):
             incoming = self._as_recorded(request)
             difference = first_difference(
                 normalise(recorded.request, self._ignore), normalise(incoming, self._ignore)
             )
             if difference is not None:
-                raise ReplayMismatch(
+                mismatch = ReplayMismatch(
                     self.path, recorded.index, difference.path, difference.recorded, difference.incoming
                 )
+                mismatch.incoming_request, mismatch.served = incoming, self.calls
+                raise mismatch
         self.calls += 1
         return copy_json(recorded.response)
 
@@ -97,8 +101,10 @@ class ReplayClient:
     def assert_exhausted(self) -> None:
         if self.unused:
             first = self.recording.calls[self.calls]
-            raise UnusedCalls(
+            unused = UnusedCalls(
                 self.path, self.unused, first.index,
                 f"line {first.line}: {summarise_request(first.request)}",
             )
+            unused.served = self.calls
+            raise unused
 
