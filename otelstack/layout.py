@@ -4,4 +4,5 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTOR_CONFIG = REPO / "collector-config" / "collector.yaml"
+GATEWAY_CONFIG = REPO / "collector-config" / "gateway.yaml"
 JAEGER_CONFIG = REPO / "collector-config" / "jaeger.yaml"
