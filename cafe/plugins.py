@@ -28,7 +28,9 @@ class CliPlugin(Protocol):
     name: str
 
     def register(
-        self, commands: argparse._SubParsersAction, shift_parsers: list[argparse.ArgumentParser]
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        shift_parsers: list[argparse.ArgumentParser],
     ) -> None: ...
 
     def open_session(

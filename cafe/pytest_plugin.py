@@ -22,6 +22,10 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
+
+pytest imports this module in every session on a machine where cafe is installed, used or
+not, so it imports nothing of the harness at module level: the recording machinery (and
+jsonschema with it) is loaded only when a test asks for the fixture.
 """
 
 from __future__ import annotations
@@ -32,17 +36,19 @@ import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cafe.recording.errors import NetworkRefused, RecordingError, ReplayError
-from cafe.recording.modes import RecordMode
-from cafe.recording.reader import load_recording
-from cafe.recording.replay import ReplayClient
-from cafe.recording.writer import RecordingClient
+if TYPE_CHECKING:
+    from cafe.recording.modes import RecordMode
+    from cafe.recording.replay import ReplayClient
 
-_REPLAY = pytest.StashKey[ReplayClient]()
+# The values of cafe.recording.modes.RecordMode, spelt out so that adding the option does
+# not import cafe.recording (a test keeps the two equal).
+RECORD_MODES = ("once", "all", "none")
+
+_REPLAY: pytest.StashKey[ReplayClient] = pytest.StashKey()
 _CALL_PASSED = pytest.StashKey[bool]()
 
 
@@ -50,12 +56,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("cafe", "cafe recordings")
     group.addoption(
         "--cafe-record-mode",
-        choices=[mode.value for mode in RecordMode],
+        choices=RECORD_MODES,
         default=None,
         help="once: record only when a test has no recording (default); all: re-record; "
              "none: never record (a missing recording fails the test)",
     )
-    parser.addini("cafe_record_mode", "default for --cafe-record-mode", default=RecordMode.ONCE.value)
+    parser.addini("cafe_record_mode", "default for --cafe-record-mode", default="once")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def record_mode(config: pytest.Config) -> RecordMode:
+    from cafe.recording.modes import RecordMode
+
     chosen = config.getoption("--cafe-record-mode") or config.getini("cafe_record_mode")
     try:
         return RecordMode.parse(chosen)
@@ -99,6 +107,11 @@ def cafe_model_client() -> Any:
 def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A chat client that records this test's model calls on its first run and replays
     them afterwards, with the network refused and exhaustion checked."""
+    from cafe.recording.errors import RecordingError, TruncatedRecording
+    from cafe.recording.modes import RecordMode
+    from cafe.recording.reader import load_recording
+    from cafe.recording.replay import ReplayClient
+
     marker = request.node.get_closest_marker("cafe_recording")
     options = marker.kwargs if marker else {}
     mode = record_mode(request.config)
@@ -112,17 +125,32 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
             "(run once with --cafe-record-mode=once to record it)",
             pytrace=False,
         )
+    failure = None
     try:
         recording = load_recording(path, allow_truncated=bool(options.get("allow_truncated")))
         client = ReplayClient(recording, ignore=tuple(options.get("ignore", ())))
+    except TruncatedRecording as error:
+        # Its own message suggests the command line's flag; a test says it with the marker.
+        failure = str(error) if error.line == 1 else (
+            f"{error.path}:{error.line}: the last line is truncated (the recorder stopped "
+            f"mid-write); mark the test @pytest.mark.cafe_recording(allow_truncated=True) to "
+            f"replay the {error.complete_calls} complete call(s) before it"
+        )
     except RecordingError as error:
-        pytest.fail(f"cafe: {error}", pytrace=False)
+        failure = str(error)
+    if failure is not None:
+        # Out of the except block: the chained original would repeat what it says.
+        pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[_REPLAY] = client
     with _network_refused(path):
         yield client
 
 
 def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
+    from cafe.recording.errors import RecordingError
+    from cafe.recording.modes import RecordMode
+    from cafe.recording.writer import RecordingClient
+
     inner = request.getfixturevalue("cafe_model_client")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
@@ -145,6 +173,8 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
 @contextlib.contextmanager
 def _network_refused(path: Path) -> Iterator[None]:
     """Refuse every connection and name lookup that is not a local Unix socket."""
+    from cafe.recording.errors import NetworkRefused
+
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
     original_getaddrinfo = socket.getaddrinfo
@@ -170,8 +200,9 @@ def _network_refused(path: Path) -> Iterator[None]:
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         raise NetworkRefused(path, f"{host}:{port} (a name lookup)")
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    # Patching a C type's methods: typeshed's signatures cannot be met by a wrapper.
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
     socket.getaddrinfo = getaddrinfo
     try:
         yield
@@ -184,15 +215,21 @@ def _network_refused(path: Path) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     replay = item.stash.get(_REPLAY, None)
+    if replay is None:
+        # Not a replaying test (most, in a session that does not use cafe): nothing to check
+        # but whether the body passed, which a recording needs to be kept.
+        result = yield
+        item.stash[_CALL_PASSED] = True
+        return result
+    from cafe.recording.errors import ReplayError
+
     failure: ReplayError | None = None
     try:
         result = yield  # raises when the test body failed: that failure says more
     except ReplayError as error:
-        if replay is None:
-            raise
         # One line, not a traceback: the frames' arguments would print the conversation.
         failure = error
-    if failure is None and replay is not None and replay.unused:
+    if failure is None and replay.unused:
         try:
             replay.assert_exhausted()
         except ReplayError as error:

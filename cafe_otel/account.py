@@ -3,12 +3,38 @@
 Every place that can lose a span counts it here, so the report at exit is honest. The
 last error is a short text of our own making (operation, exporter class, endpoint,
 exception class): never an exception message that could echo span content.
+
+The counts line up with the SDK's own self-observability metrics (semconv `otel.sdk.*`):
+a span lost before it reached the exporter is `otel.sdk.processor.span.processed` with an
+`error.type` (`queue_full` and `already_shutdown` are the SDK's values; `shutdown_timeout`
+and `redaction_failed` are ours); an export's outcome is `otel.sdk.exporter.span.exported`,
+without `error.type` when delivered, else with its cause (`timeout`, `busy`, `failure`,
+`already_shutdown` or the exception's class name, as the SDK's exporters name it).
+`points()` gives them under those names.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+PROCESSOR_SPAN_PROCESSED = "otel.sdk.processor.span.processed"
+EXPORTER_SPAN_EXPORTED = "otel.sdk.exporter.span.exported"
+
+QUEUE_FULL = "queue_full"
+ALREADY_SHUTDOWN = "already_shutdown"
+SHUTDOWN_TIMEOUT = "shutdown_timeout"
+REDACTION_FAILED = "redaction_failed"
+FAILURE = "failure"  # the exporter returned FAILURE and said no more
+
+
+@dataclass(frozen=True)
+class Point:
+    """One count under the SDK's metric name; `error_type` None means delivered."""
+
+    name: str
+    error_type: str | None
+    value: int
 
 
 @dataclass(frozen=True)
@@ -20,11 +46,22 @@ class AccountSnapshot:
     dropped_unflushed: int
     mirror_errors: int
     last_error: str | None
+    dropped_after_shutdown: int = 0
+    export_failed_by_type: dict[str, int] = field(default_factory=dict)
 
     @property
     def dropped(self) -> int:
-        return (self.dropped_export_failed + self.dropped_queue_full
-                + self.dropped_redaction_failed + self.dropped_unflushed)
+        return (self.dropped_export_failed + self.dropped_queue_full + self.dropped_redaction_failed
+                + self.dropped_unflushed + self.dropped_after_shutdown)
+
+    def points(self) -> list[Point]:
+        found = [Point(EXPORTER_SPAN_EXPORTED, None, self.exported)]
+        found += [Point(EXPORTER_SPAN_EXPORTED, kind, n) for kind, n in sorted(self.export_failed_by_type.items())]
+        found += [Point(PROCESSOR_SPAN_PROCESSED, kind, n) for kind, n in (
+            (QUEUE_FULL, self.dropped_queue_full), (ALREADY_SHUTDOWN, self.dropped_after_shutdown),
+            (SHUTDOWN_TIMEOUT, self.dropped_unflushed), (REDACTION_FAILED, self.dropped_redaction_failed),
+        ) if n]
+        return found
 
 
 class TelemetryAccount:
@@ -34,8 +71,9 @@ class TelemetryAccount:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._exported = 0
-        self._export_failed = 0
+        self._export_failed: dict[str, int] = {}
         self._queue_full = 0
+        self._after_shutdown = 0
         self._redaction_failed = 0
         self._unflushed = 0
         self._mirror_errors = 0
@@ -46,15 +84,20 @@ class TelemetryAccount:
         with self._lock:
             self._exported += count
 
-    def add_export_failed(self, count: int, error: str) -> None:
+    def add_export_failed(self, count: int, error: str, error_type: str = FAILURE) -> None:
         with self._lock:
-            self._export_failed += count
+            self._export_failed[error_type] = self._export_failed.get(error_type, 0) + count
             self._last_error = error
 
     def add_queue_full(self, count: int = 1) -> None:
         with self._lock:
             self._queue_full += count
             self._last_error = "span queue full: spans dropped before export"
+
+    def add_after_shutdown(self, count: int = 1) -> None:
+        with self._lock:
+            self._after_shutdown += count
+            self._last_error = "span ended after telemetry shutdown; dropped"
 
     def add_redaction_failed(self, error: str) -> None:
         with self._lock:
@@ -79,9 +122,13 @@ class TelemetryAccount:
 
     def snapshot(self) -> AccountSnapshot:
         with self._lock:
-            return AccountSnapshot(self._exported, self._export_failed, self._queue_full,
+            return AccountSnapshot(self._exported, sum(self._export_failed.values()), self._queue_full,
                                    self._redaction_failed, self._unflushed, self._mirror_errors,
-                                   self._last_error)
+                                   self._last_error, self._after_shutdown, dict(self._export_failed))
+
+    def points(self) -> list[Point]:
+        """The counts under the SDK's self-observability metric names and error types."""
+        return self.snapshot().points()
 
     @property
     def exported(self) -> int:
@@ -104,6 +151,10 @@ class TelemetryAccount:
         return self.snapshot().dropped_unflushed
 
     @property
+    def dropped_after_shutdown(self) -> int:
+        return self.snapshot().dropped_after_shutdown
+
+    @property
     def dropped(self) -> int:
         return self.snapshot().dropped
 
@@ -123,6 +174,7 @@ class TelemetryAccount:
         reasons = [f"{n} {label}" for n, label in (
             (s.dropped_export_failed, "export failed"), (s.dropped_queue_full, "queue full"),
             (s.dropped_redaction_failed, "redaction failed"), (s.dropped_unflushed, "not flushed in time"),
+            (s.dropped_after_shutdown, "ended after shutdown"),
         ) if n]
         if reasons:
             line += " (" + ", ".join(reasons) + ")"

@@ -2,7 +2,7 @@
 
 Adds `--otlp [ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
 `cafe replay`, the command `cafe export RECORDING [--otlp ENDPOINT] [--out FILE]`, and
-`cafe golden RECORDING GOLDEN [--update]` (a replay's OTLP bytes against a golden file).
+`cafe golden RECORDING GOLDEN [--update] [--allow-truncated]` (a replay's OTLP bytes against a golden file).
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.
@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -29,7 +29,7 @@ from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
-from cafe_otel.settings import GRPC, HTTP
+from cafe_otel.settings import GRPC, HTTP, seconds_in_range
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
@@ -63,7 +63,7 @@ def _wanted(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
         environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
-def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options) -> TelemetryHandle:
+def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any) -> TelemetryHandle:
     return configure(
         endpoint=args.otlp or None,
         protocol=args.otlp_protocol,
@@ -140,11 +140,15 @@ def _replay_timeline(args: argparse.Namespace) -> tuple[Clock, int] | None:
 
 
 def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     if args.out:
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
                          service_name=args.service_name)
+        if handle.provider is None or handle.settings is None:
+            out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
+            return 0
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
         handle.shutdown()
         spans = sink.get_finished_spans()
@@ -157,7 +161,7 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     if not _wanted(args, environ):
         raise NothingToExportTo("cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
     handle = _handle(args, environ, service_name=args.service_name)
-    if not handle.enabled:
+    if handle.provider is None or handle.settings is None:
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0
     with ExporterLogCapture() as logs:
@@ -172,7 +176,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
 
 
 def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    out.write(check_golden(args.recording, args.golden, update=args.update) + "\n")
+    recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
+    out.write(check_golden(recording, args.golden, update=args.update) + "\n")
     return 0
 
 
@@ -180,7 +185,9 @@ class OTelCliPlugin:
     name = "otel"
 
     def register(
-        self, commands: argparse._SubParsersAction, shift_parsers: list[argparse.ArgumentParser]
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        shift_parsers: list[argparse.ArgumentParser],
     ) -> None:
         for parser in shift_parsers:
             _add_options(parser)
@@ -202,6 +209,9 @@ class OTelCliPlugin:
         golden.add_argument("recording", help="the recording to replay (zero model calls)")
         golden.add_argument("golden", help="the golden .otlp file kept beside it")
         golden.add_argument("--update", action="store_true", help="write the golden file instead of comparing")
+        # A truncated recording's error suggests this flag, whichever command loaded it.
+        golden.add_argument("--allow-truncated", action="store_true",
+                            help="replay the complete calls of a recording whose last line was cut short")
         golden.set_defaults(run=_run_golden)
 
     def open_session(

@@ -1,16 +1,16 @@
 """`configure(...)`: one call from settings to a provider, a processor chain and a handle.
 
-Chain: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor -> FailSoftSpanExporter ->
-OTLP exporter (gRPC or HTTP) or the explicit `exporter`. Settings come from explicit
-arguments first, then the `OTEL_*` variables of `environ` (os.environ at call time), then
-defaults. Nothing global is touched: no `set_tracer_provider`, the provider is on the handle.
+Chain: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor (which puts every exporter call
+behind the fail-soft boundary) -> OTLP exporter (gRPC or HTTP) or the explicit `exporter`.
+Settings come from explicit arguments first, then the `OTEL_*` variables of `environ`
+(os.environ at call time), then defaults. Nothing global is touched: no
+`set_tracer_provider`, the provider is on the handle.
 
-How settings are resolved (and the OTEL_* variables read) is `cafe_otel.settings`.
+How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.settings`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,14 +31,14 @@ from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode
-from cafe_otel.failsoft import FailSoftSpanExporter
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.settings import (
     GRPC,
     Settings,
-    batch_setting,
     display_endpoint,
+    resolve_batch_settings,
     resolve_settings,
+    seconds_in_range,
 )
 from cafe_otel.tracer import OTelTracer
 
@@ -106,24 +106,29 @@ class TelemetryHandle:
     def enabled(self) -> bool:
         return self.provider is not None
 
-    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None) -> Tracer:
-        """A fresh tracer for one shift (a tracer holds one shift's tree)."""
+    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None,
+               tree: bool = True) -> Tracer:
+        """A fresh tracer for one shift (a tracer holds one shift's tree). `tree=False`:
+        spans only, no in-memory tree to render (nothing is built twice)."""
         if self.provider is None:
-            return Tracer(clock=clock)
+            return Tracer(clock=clock, tree=tree)
         return OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
                           capture_content=self.settings.capture if self.settings else None,
-                          account=self.account)
+                          account=self.account, tree=tree)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
+        bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
         if self.provider is None:
             return True
-        return self.provider.force_flush(int(timeout * 1000))
+        return self.provider.force_flush(int(bound * 1000))
 
     def shutdown(self, timeout: float | None = None) -> float:
         """Flush and shut down within `timeout` seconds (default: configure's
         `shutdown_timeout`); returns the seconds it took. A dead collector costs at most
         the bound (the stock SDK waits 7-30 s)."""
         started = time.monotonic()
+        if timeout is not None:
+            seconds_in_range(timeout, "shutdown timeout", low_inclusive=True)
         if self.provider is None or self._closed:
             return 0.0
         self._closed = True
@@ -160,22 +165,19 @@ def configure(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=export_timeout, capture_content=capture_content, environ=environ,
     )
+    limits = resolve_batch_settings(max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
+                                    schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
+                                    environ=environ)
     account = TelemetryAccount()
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
-    fail_soft = FailSoftSpanExporter(inner, export_timeout=settings.export_timeout,
-                                     account=account, target=target)
-    env = os.environ if environ is None else environ
     batch = BoundedBatchSpanProcessor(
-        fail_soft, account=account,
-        max_queue_size=batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-        max_export_batch_size=batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
-        schedule_delay=(schedule_delay if schedule_delay is not None
-                        else batch_setting(None, env, "OTEL_BSP_SCHEDULE_DELAY", 1000) / 1000),
-        shutdown_timeout=shutdown_timeout,
+        inner, account=account, target=target, export_timeout=settings.export_timeout,
+        max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
+        schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())

@@ -30,7 +30,7 @@ class GoldenMissing(CafeError):
     exit_code = 46
 
     def __init__(self, path: Path) -> None:
-        super().__init__(f"{path}: no golden OTLP file (write one with --update-golden)")
+        super().__init__(f"{path}: no golden OTLP file (write one with `cafe golden RECORDING GOLDEN --update`)")
 
 
 class GoldenMismatch(CafeError):
@@ -40,7 +40,7 @@ class GoldenMismatch(CafeError):
         self.path, self.where, self.expected, self.actual = path, where, expected, actual
         super().__init__(
             f"{path}: the replay's OTLP differs from the golden file: {where} "
-            "(if the change is intended, accept it with --update-golden)"
+            "(if the change is intended, accept it with --update)"
         )
 
 

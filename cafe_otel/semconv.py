@@ -72,8 +72,22 @@ CAFE_TICKET_NUMBER = "cafe.ticket.number"
 # Requested tool names live inside gen_ai.output.messages (content); the metadata view
 # needs them without the content, so they get a key of ours.
 CAFE_GEN_AI_TOOL_CALLS = "cafe.gen_ai.tool_calls"
+CAFE_CONSENT_OUTCOME = "cafe.consent.outcome"  # a metric attribute (cafe_otel.metrics_listener)
 CAFE_RECORDING_VERSION = "cafe.recording.version"
 CAFE_RECORDING_CALL = "cafe.recording.call"
+
+# --- Metrics (semconv 1.41.1, docs/gen-ai/gen-ai-metrics.md and model/gen-ai/metrics.yaml) ---
+METRIC_GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
+METRIC_GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+TOKEN_TYPE_INPUT = "input"
+TOKEN_TYPE_OUTPUT = "output"
+# Ours: counters of the shift's own facts, metadata only and bounded.
+CAFE_SHIFTS = "cafe.shifts"
+CAFE_TOOL_EXECUTIONS = "cafe.tool.executions"
+CAFE_TICKETS_FIRED = "cafe.tickets.fired"
+CAFE_CONSENT_DECISIONS = "cafe.consent.decisions"
+CAFE_REPAIRS_USED = "cafe.repairs.used"
 
 # --- Span names -----------------------------------------------------------------------
 AGENT_SPAN_NAME = "invoke_agent {agent}"

@@ -4,13 +4,14 @@ Responses are reduced to the chat-completions fields the harness relies on, so t
 recording holds the same shape whichever server produced it. SDK errors are re-raised as
 `ModelCallError` carrying the failure class and HTTP status only: server error bodies can
 echo request content or parts of the key.
+
+The SDK is imported when a live client is made, not with this module: it is most of what
+`import cafe` would cost, and offline runs never need it.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import openai
 
 from cafe.clients.base import Message, Response, check_tool_call_ids
 from cafe.clients.settings import LiveSettings
@@ -66,6 +67,8 @@ class LiveClient:
         self.server_address = settings.server_address
         self.server_port = settings.server_port
         self.calls = 0
+        import openai
+
         self._sdk = openai.OpenAI(
             api_key=settings.api_key.reveal(),
             base_url=settings.base_url,
@@ -96,6 +99,8 @@ class LiveClient:
             arguments["tools"] = tools
         if tool_choice is not None:
             arguments["tool_choice"] = tool_choice
+        import openai  # loaded by __init__ already: a lookup in sys.modules
+
         self.calls += 1
         try:
             completion = self._sdk.chat.completions.create(**arguments)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from cafe.clients.base import ChatClient, Message, Response, build_request
+from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
 from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
@@ -134,7 +134,7 @@ class RecordingClient(WrappedClient):
         super().__init__(client)
         self._wall_clock_ns = wall_clock_ns
         self._monotonic_ns = monotonic_ns
-        secrets = client.secrets() if hasattr(client, "secrets") else []
+        secrets = secrets_of(client)
         scrubber = (scrubber or Scrubber.from_environment()).with_literals(secrets)
         origin = wall_clock_ns()
         header = Header(

@@ -52,7 +52,7 @@ def write_private_page(path: Path | str, text: str) -> Path:
     return path
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
     parser.add_argument("path", help="the recording to show (any version cafe reads)")

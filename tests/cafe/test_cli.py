@@ -152,6 +152,8 @@ def test_missing_live_settings_names_every_variable(tmp_path):
 def test_a_bad_decision_is_one_error_line():
     code, _, err = cafe("shift", "--decision", "maybe")
     _one_error_line(code, err)
+    assert code == ScriptError.exit_code
+    assert "--decision 'maybe': use approve, reject or edit=JSON" in err
 
 
 @pytest.mark.local_server

@@ -133,9 +133,10 @@ def test_cafe_export_sends_a_recording(receiver, tmp_path):
                       decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
     code, out, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
-    assert out == f"exported 4 spans (3 model calls) from {path}\n"
-    assert err == "telemetry: 4 spans exported, 0 dropped\n"
-    assert len(receiver.spans()) == 4
+    # The whole shift's tree, as a replay of it would give (issue 9), not just the calls.
+    assert out == f"exported 11 spans (3 model calls) from {path}\n"
+    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert len(receiver.spans()) == 11
 
 
 def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
@@ -145,8 +146,8 @@ def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
                          "--otlp", f"http://127.0.0.1:{closed_port()}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
     assert code == TelemetryExportFailed.exit_code
     lines = err.splitlines()
-    assert lines[0].startswith("telemetry: 0 spans exported, 4 dropped")
-    assert lines[1] == "cafe: error: 4 of 4 spans were not exported"
+    assert lines[0].startswith("telemetry: 0 spans exported, 11 dropped")
+    assert lines[1] == "cafe: error: 11 of 11 spans were not exported"
     assert "Traceback" not in err
 
 
