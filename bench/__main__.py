@@ -23,6 +23,7 @@ NAMES = {
     4: "throughput into the real Collector",
     5: "memory during an outage",
     6: "import cost",
+    8: "what each Collector tier costs",
 }
 
 
@@ -47,6 +48,10 @@ def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
         from bench import import_cost
 
         return import_cost.run(smoke=smoke)
+    if number == 8:
+        from bench import tiers
+
+        return tiers.run(workdir, smoke=smoke)
     from bench import outage_memory
 
     return outage_memory.run(smoke=smoke)

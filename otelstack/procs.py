@@ -265,10 +265,12 @@ class OtelCol(Proc):
 class Collector(OtelCol):
     @classmethod
     def create(
-        cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path, *, gateways: list[str] | None = None
+        cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path, *, gateways: list[str] | None = None,
+        overlays: tuple[Path, ...] = (), extra_env: dict[str, str] | None = None,
     ) -> Collector:
         """collector.yaml: straight to `upstream`, or with `gateways` (host:port each) the
-        agent of two tiers, routing by trace id through its load_balancing exporter."""
+        agent of two tiers, routing by trace id through its load_balancing exporter.
+        `overlays` are further --config files merged over it (e.g. a resolver overlay)."""
         ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics")
         tier = {}
         if gateways:
@@ -287,10 +289,11 @@ class Collector(OtelCol):
             "CAFE_OTELCOL_QUEUE_DIR": str(queue_dir),
             "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
             "CAFE_UPSTREAM_TLS_INSECURE": "true",
+            **(extra_env or {}),
         }
         return cls(
             "otelcol",
-            [str(binary), f"--config={COLLECTOR_CONFIG}"],
+            [str(binary), *(f"--config={c}" for c in (COLLECTOR_CONFIG, *overlays))],
             env,
             workdir / "otelcol.log",
             f"http://{LOOPBACK}:{ports['health']}/",

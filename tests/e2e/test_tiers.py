@@ -24,6 +24,7 @@ import pytest
 
 import cafe
 from otelstack import Collector, Gateway, Jaeger, wait_for
+from otelstack.layout import RESOLVER_DNS
 
 from .shifts import Shifts, run_shifts
 
@@ -250,3 +251,26 @@ def test_two_tiers_keep_every_failed_shift_whole_through_a_gateway_crash_and_a_j
     after = wait_for("traces in Jaeger after its restart",
                      lambda: jaeger_traces(jaeger, shifts.service) or None, SETTLE)
     assert after == stored
+
+
+def test_the_dns_resolver_overlay_routes_to_what_the_name_resolves_to(
+    otelcol_bin: Path, tmp_path: Path, jaeger: Jaeger, procs: list
+) -> None:
+    """resolver-dns.yaml merged over collector.yaml at run time: the agent finds its one
+    gateway through the resolver (an IP literal resolves to itself, so no DNS server is
+    needed on a test machine) and every span of every shift arrives once."""
+    gateway = Gateway.create(otelcol_bin, tmp_path, jaeger.otlp_grpc, "gateway-dns", sample_percent=100,
+                             decision_wait=DECISION_WAIT, after_root=AFTER_ROOT, slow_shift_ms=SLOW_SHIFT_MS)
+    procs.append(gateway)
+    gateway.start()
+    agent = Collector.create(
+        otelcol_bin, tmp_path, upstream="unused:1", queue_dir=tmp_path / "agent-queue", gateways=["unused:1"],
+        overlays=(RESOLVER_DNS,),
+        extra_env={"CAFE_GATEWAY_DNS_NAME": "127.0.0.1", "CAFE_GATEWAY_PORT": str(gateway.ports["otlp_grpc"])},
+    )
+    procs.append(agent)
+    agent.start()
+    shifts = run_shifts(agent.otlp_grpc, "cafe-dns", 5)
+    spans = jaeger.wait_for_spans("cafe-dns", shifts.spans, timeout=SETTLE)
+    assert sorted(int(s["spanID"], 16) for s in spans) == sorted(shifts.span_ids)
+    assert gateway.metric("otelcol_processor_tail_sampling_new_trace_id_received") == 5

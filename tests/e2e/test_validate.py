@@ -7,15 +7,21 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from otelstack import COLLECTOR_CONFIG, GATEWAY_CONFIG, LOOPBACK, free_ports
+from otelstack.layout import RESOLVER_DNS, RESOLVER_K8S
 
 pytestmark = pytest.mark.e2e
 
 
-def validate(binary: Path, config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def validate(
+    binary: Path, config: Path, env: dict[str, str] | None = None, *, command: str = "validate",
+    overlays: tuple[Path, ...] = (),
+) -> subprocess.CompletedProcess:
+    configs = [f"--config={c}" for c in (config, *overlays)]
     return subprocess.run(
-        [str(binary), "validate", f"--config={config}"], capture_output=True, text=True, timeout=60, check=False,
+        [str(binary), command, *configs], capture_output=True, text=True, timeout=60, check=False,
         env={**os.environ, **(env or {})},
     )
 
@@ -36,6 +42,17 @@ TWO_TIERS = {"CAFE_AGENT_EXPORTER": "load_balancing", "CAFE_GATEWAYS": "[gw-1:43
 def test_the_agent_validates_in_its_two_tier_mode(otelcol_bin: Path) -> None:
     result = validate(otelcol_bin, COLLECTOR_CONFIG, TWO_TIERS)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("overlay", "resolver"), [(RESOLVER_DNS, "dns"), (RESOLVER_K8S, "k8s")])
+def test_a_resolver_overlay_replaces_the_static_list(otelcol_bin: Path, overlay: Path, resolver: str) -> None:
+    result = validate(otelcol_bin, COLLECTOR_CONFIG, TWO_TIERS, overlays=(overlay,))
+    assert result.returncode == 0, result.stderr
+    printed = validate(otelcol_bin, COLLECTOR_CONFIG, TWO_TIERS, command="print-config", overlays=(overlay,))
+    assert printed.returncode == 0, printed.stderr
+    resolvers = yaml.safe_load(printed.stdout)["exporters"]["load_balancing"]["resolver"]
+    # Exactly one resolver survives the merge: the exporter refuses two.
+    assert [name for name, value in resolvers.items() if value] == [resolver]
 
 
 def test_a_misspelled_agent_exporter_fails_validation(otelcol_bin: Path) -> None:
