@@ -10,6 +10,8 @@ is about what the same traces look like afterwards:
    agent's disk queue holds what it could not deliver meanwhile, and afterwards every
    kept trace is still complete;
 3. Jaeger is restarted: every trace is still there (Badger on disk).
+Two smaller tests: each keep policy (stop reason, error status, latency) at 0% for the
+rest, and the DNS resolver overlay routing at run time.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import cafe
+from cafe.clients.base import Response
 from otelstack import Collector, Gateway, Jaeger, wait_for
 from otelstack.layout import RESOLVER_DNS
 
@@ -62,6 +66,22 @@ def turn_cap() -> cafe.CannedClient:
     """Asks for a price every turn and never answers: the shift ends at the turn cap
     (8 turns). No span of it has an error status, so only the stop-reason policy keeps it."""
     return cafe.CannedClient([{"content": None, "tool_calls": [_price_check(f"p{n}")]} for n in range(12)])
+
+
+def unknown_tool_then_answer() -> cafe.CannedClient:
+    """Calls a tool that does not exist (an error span), then answers: ends `answered`,
+    so only the error-status policy can keep it."""
+    bad = {"id": "u1", "type": "function", "function": {"name": "make_espresso", "arguments": "{}"}}
+    return cafe.CannedClient([{"content": None, "tool_calls": [bad]}, {"content": "Sorry, I cannot."},
+                              {"content": "Have a good day."}])
+
+
+class SlowClient(cafe.ScriptedClient):
+    """The scripted model, 0.4 s a call: a shift that ends well but slowly."""
+
+    def chat(self, *args: Any, **kwargs: Any) -> Response:
+        time.sleep(0.4)
+        return super().chat(*args, **kwargs)
 
 
 def client_for(i: int) -> object:
@@ -274,3 +294,37 @@ def test_the_dns_resolver_overlay_routes_to_what_the_name_resolves_to(
     spans = jaeger.wait_for_spans("cafe-dns", shifts.spans, timeout=SETTLE)
     assert sorted(int(s["spanID"], 16) for s in spans) == sorted(shifts.span_ids)
     assert gateway.metric("otelcol_processor_tail_sampling_new_trace_id_received") == 5
+
+
+def test_each_keep_policy_keeps_its_shifts_and_nothing_else_is_kept_at_zero_percent(
+    otelcol_bin: Path, tmp_path: Path, jaeger: Jaeger, procs: list
+) -> None:
+    """At CAFE_SAMPLE_PERCENT=0 only the keep policies decide: a failed shift (stop reason),
+    a shift with an error span that still ended well, and a slow one are kept whole; a
+    fast shift that ended well is absent."""
+    gateway = Gateway.create(otelcol_bin, tmp_path, jaeger.otlp_grpc, "gateway-policies", sample_percent=0,
+                             decision_wait=DECISION_WAIT, after_root=AFTER_ROOT, slow_shift_ms=800)
+    procs.append(gateway)
+    gateway.start()
+    agent = Collector.create(otelcol_bin, tmp_path, upstream="unused:1", queue_dir=tmp_path / "agent-queue",
+                             gateways=[gateway.otlp_grpc])
+    procs.append(agent)
+    agent.start()
+    kinds = [("slow", SlowClient), ("turn_cap", turn_cap), ("error", unknown_tool_then_answer),
+             ("fast", cafe.ScriptedClient), ("consent_violation", consent_violation)]
+    shifts = run_shifts(agent.otlp_grpc, "cafe-policies", 2 * len(kinds), client=lambda i: kinds[i % len(kinds)][1]())
+    kind = {shifts.trace_ids[i]: kinds[i % len(kinds)][0] for i in range(len(shifts.trace_ids))}
+    stops = {kinds[i % len(kinds)][0]: run.stop_reason for i, run in enumerate(shifts.runs)}
+    assert stops == {"slow": "answered", "turn_cap": "turn_cap", "error": "answered", "fast": "answered",
+                     "consent_violation": "consent_violation"}
+    span_count = {shifts.trace_ids[i]: len(t.nodes()) for i, t in enumerate(shifts.tracers)}
+
+    quiesce(agent, [gateway])
+    kept = {t for t, k in kind.items() if k != "fast"}
+    stored = wait_for("the kept shifts in Jaeger",
+                      lambda: (found := jaeger_traces(jaeger, shifts.service)) and set(found) >= kept
+                      and all(len(found[t]) == span_count[t] for t in kept) and found, SETTLE, interval=1.0)
+    assert sorted(kind[t] for t in stored) == sorted(k for k in kind.values() if k != "fast")
+    for trace_id in kind:
+        if kind[trace_id] == "fast":
+            assert jaeger.api_status(f"/api/traces/{trace_id}") == 404
