@@ -328,3 +328,27 @@ def test_each_keep_policy_keeps_its_shifts_and_nothing_else_is_kept_at_zero_perc
     for trace_id in kind:
         if kind[trace_id] == "fast":
             assert jaeger.api_status(f"/api/traces/{trace_id}") == 404
+
+
+def test_the_agents_disk_queue_survives_its_own_sigkill_while_the_gateway_is_away(
+    otelcol_bin: Path, tmp_path: Path, jaeger: Jaeger, procs: list
+) -> None:
+    """The load_balancing exporter's queue is the persistent one (file_storage, fsync'd):
+    spans accepted while the only gateway is down stay on disk through a SIGKILL of the
+    agent and are delivered, once each, when both are back."""
+    gateway = Gateway.create(otelcol_bin, tmp_path, jaeger.otlp_grpc, "gateway-away", sample_percent=100,
+                             decision_wait=DECISION_WAIT, after_root=AFTER_ROOT, slow_shift_ms=SLOW_SHIFT_MS)
+    procs.append(gateway)
+    agent = Collector.create(otelcol_bin, tmp_path, upstream="unused:1", queue_dir=tmp_path / "agent-queue",
+                             gateways=[gateway.otlp_grpc])
+    procs.append(agent)
+    agent.start()  # the gateway is not started yet
+    shifts = run_shifts(agent.otlp_grpc, "cafe-agent-crash", 10)
+    assert shifts.account.dropped == 0, shifts.summary
+    wait_for("every accepted span in the agent's queue",
+             lambda: queued(agent) == agent.metric("otelcol_receiver_accepted_spans") == shifts.spans or None, SETTLE)
+    agent.sigkill()
+    gateway.start()
+    agent.start()  # same queue directory and ports
+    spans = jaeger.wait_for_spans(shifts.service, shifts.spans, timeout=SETTLE)
+    assert sorted(int(s["spanID"], 16) for s in spans) == sorted(shifts.span_ids)
