@@ -23,6 +23,7 @@ NAMES = {
     4: "throughput into the real Collector",
     5: "memory during an outage",
     6: "import cost",
+    7: "scrubbing a recorded line",
     8: "what each Collector tier costs",
 }
 
@@ -48,6 +49,10 @@ def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
         from bench import import_cost
 
         return import_cost.run(smoke=smoke)
+    if number == 7:
+        from bench import scrub_line
+
+        return scrub_line.run(workdir, smoke=smoke)
     if number == 8:
         from bench import tiers
 

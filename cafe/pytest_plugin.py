@@ -31,7 +31,6 @@ jsonschema with it) is loaded only when a test asks for the fixture.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import socket
 from collections.abc import Iterator
@@ -153,21 +152,22 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
 
     inner = request.getfixturevalue("cafe_model_client")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
     try:
-        client = RecordingClient(inner, partial, mode=RecordMode.ALL)
+        # The writer records to PATH.partial and renames it into place on close.
+        client = RecordingClient(inner, path, mode=RecordMode.ALL)
     except RecordingError as error:
         pytest.fail(f"cafe: {error}", pytrace=False)
     try:
         yield client
     finally:
-        client.close()
         if request.node.stash.get(_CALL_PASSED, False):
-            os.replace(partial, path)
+            client.close()
         else:
             # A failed test's calls hold customer text and are no contract: drop them.
-            with contextlib.suppress(FileNotFoundError):
-                partial.unlink()
+            kept = client.abort()
+            if kept is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    kept.unlink()
 
 
 @contextlib.contextmanager

@@ -79,6 +79,7 @@ class TelemetryAccount:
         self._mirror_errors = 0
         self._last_error: str | None = None
         self._last_note: str | None = None
+        self._withheld: dict[str, int] = {}
 
     def add_exported(self, count: int) -> None:
         with self._lock:
@@ -113,6 +114,17 @@ class TelemetryAccount:
         with self._lock:
             self._mirror_errors += 1
             self._last_error = error
+
+    def add_withheld(self, field: str) -> None:
+        """A value that did not fit its declared shape was withheld from a span (the span
+        itself went on). Counted by key or field name; the value is never kept."""
+        with self._lock:
+            self._withheld[field] = self._withheld.get(field, 0) + 1
+
+    @property
+    def withheld(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._withheld)
 
     def note_error(self, error: str) -> None:
         """A failure that lost no span (a flush or shutdown that did not answer): kept
@@ -180,6 +192,9 @@ class TelemetryAccount:
             line += " (" + ", ".join(reasons) + ")"
         if s.mirror_errors:
             line += f", {s.mirror_errors} mirror errors"
+        withheld = sum(self.withheld.values())
+        if withheld:
+            line += f", {withheld} values withheld (not metadata-shaped)"
         if s.last_error and (s.dropped or s.mirror_errors):
             line += f"; last error: {s.last_error}"
         elif note:

@@ -11,9 +11,11 @@ How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.s
 
 from __future__ import annotations
 
+import os
+import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,11 +32,12 @@ from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.content import CaptureMode
+from cafe_otel.content import CaptureMode, content_scrubber
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.settings import (
     GRPC,
     Settings,
+    TelemetryConfigError,
     display_endpoint,
     resolve_batch_settings,
     resolve_settings,
@@ -47,6 +50,7 @@ from cafe_otel.tracer import OTelTracer
 # request path; a process handing spans to a local Collector needs milliseconds, and a
 # dead one must not hold the exit (the stock SDK waits 7-30 s). What is left is counted.
 DEFAULT_SHUTDOWN_TIMEOUT = 0.5
+REPLAY_HASH_KEY = b"cafe-otel replay"
 
 
 def build_resource(settings: Settings, *, replay: bool) -> Resource:
@@ -64,8 +68,32 @@ def build_resource(settings: Settings, *, replay: bool) -> Resource:
     return Resource(attributes)
 
 
+_HEADER_KEY = re.compile(r"[0-9a-z_.-]+")
+
+
+def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str]:
+    """Header keys lowercased: gRPC metadata keys must be lowercase (an uppercase one makes
+    gRPC's core print a multi-line warning on every export and the export fail), and HTTP
+    header names are case-insensitive. A key or value no header can carry is a
+    configuration error, named by its position (the text itself may be a credential)."""
+    found: dict[str, str] = {}
+    for number, (key, value) in enumerate(headers.items(), start=1):
+        name = key.strip().lower()
+        if not _HEADER_KEY.fullmatch(name):
+            raise TelemetryConfigError(
+                f"OTLP header {number}: its key is not a header name (letters, digits, '-', '_', '.')")
+        if protocol == GRPC and name.endswith("-bin"):
+            raise TelemetryConfigError(f"OTLP header {name!r}: binary (-bin) gRPC metadata is not supported")
+        if any(not " " <= char <= "~" for char in value):
+            raise TelemetryConfigError(
+                f"OTLP header {name!r}: its value holds characters a header cannot carry (printable ASCII only)")
+        found[name] = value
+    return found
+
+
 def build_otlp_exporter(settings: Settings) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
+    headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             Compression as GrpcCompression,
@@ -76,7 +104,7 @@ def build_otlp_exporter(settings: Settings) -> SpanExporter:
         return OTLPSpanExporter(
             endpoint=settings.endpoint,
             insecure=parts.scheme != "https",
-            headers=settings.headers or None,
+            headers=headers or None,
             timeout=settings.export_timeout,
             compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
         )
@@ -85,7 +113,7 @@ def build_otlp_exporter(settings: Settings) -> SpanExporter:
 
     return HttpExporter(
         endpoint=settings.endpoint,
-        headers=settings.headers,
+        headers=headers,
         timeout=settings.export_timeout,
         compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
     )
@@ -100,6 +128,7 @@ class TelemetryHandle:
     settings: Settings | None = None
     replay: bool = False
     _batch: BoundedBatchSpanProcessor | None = field(default=None, repr=False)
+    _sanitiser: MetadataOnlySpanProcessor | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
     @property
@@ -115,6 +144,12 @@ class TelemetryHandle:
         return OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
                           capture_content=self.settings.capture if self.settings else None,
                           account=self.account, tree=tree)
+
+    def add_secrets(self, secrets: Iterable[str]) -> None:
+        """Values that must never leave in a span, e.g. `client.secrets()` of the live
+        client (the same values a recording is scrubbed of)."""
+        if self._sanitiser is not None:
+            self._sanitiser.add_secrets(secrets)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
         bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
@@ -158,9 +193,12 @@ def configure(
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     extra_processors: tuple[SpanProcessor, ...] = (),
     environ: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
 ) -> TelemetryHandle:
     """Build the provider and chain. `OTEL_SDK_DISABLED=true` gives a no-op handle whose
-    tracer is a plain cafe `Tracer` and whose shutdown returns at once."""
+    tracer is a plain cafe `Tracer` and whose shutdown returns at once. `secrets` (a live
+    client's `secrets()`) never leave: captured content is scrubbed of them as a
+    recording is, and a metadata value holding one is withheld."""
     settings = resolve_settings(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=export_timeout, capture_content=capture_content, environ=environ,
@@ -181,8 +219,15 @@ def configure(
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
-    first: SpanProcessor = (MetadataOnlySpanProcessor(batch, allowlist=allowlist, account=account)
-                            if metadata_only else batch)
+    sanitiser = None
+    if metadata_only:
+        sanitiser = MetadataOnlySpanProcessor(
+            batch, allowlist=allowlist, account=account, secrets=secrets,
+            content_scrubber=content_scrubber(os.environ if environ is None else environ)
+            if settings.capture.enabled else None,
+            # A replay's bytes must not depend on a random key (golden files).
+            hash_key=REPLAY_HASH_KEY if replay else None)
+    first: SpanProcessor = sanitiser if sanitiser is not None else batch
     provider = TracerProvider(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
         id_generator=id_generator,
@@ -195,4 +240,4 @@ def configure(
         provider.add_span_processor(processor)
     provider.add_span_processor(first)
     return TelemetryHandle(provider=provider, account=account, settings=settings, replay=replay,
-                           _batch=batch)
+                           _batch=batch, _sanitiser=sanitiser)

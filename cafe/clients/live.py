@@ -113,7 +113,8 @@ class LiveClient:
             raise ModelCallError(
                 f"model endpoint {self.server_address} failed: {type(error).__name__}"
             ) from None
-        response = _reduce(completion.model_dump(mode="json"))
+        # warnings=False: an odd reply makes pydantic warn on stderr, quoting reply text.
+        response = _reduce(completion.model_dump(mode="json", warnings=False))
         if not response["choices"]:
             # Nothing the shift could append: fail as a model error, not an IndexError later.
             raise ModelCallError(f"model endpoint {self.server_address} answered with no choices")

@@ -11,6 +11,21 @@ from urllib.parse import urlsplit
 
 from cafe.errors import ConfigurationError, MissingSettings
 
+# A recording scrubs the key wherever it occurs in text: a very short key would match
+# ordinary words and tool names. Kept equal to cafe.recording.scrub.MIN_SECRET_CHARS.
+MIN_API_KEY_CHARS = 8
+
+
+class ApiKeyTooShort(ConfigurationError):
+    """An API key too short to be scrubbed from recordings without mangling them."""
+
+    def __init__(self, source: str, length: int) -> None:
+        self.source, self.length = source, length
+        super().__init__(
+            f"{source} is {length} character(s) long; a key shorter than {MIN_API_KEY_CHARS} "
+            "characters cannot be scrubbed from recordings safely (set the real key)"
+        )
+
 _SOURCES = {
     "base_url": ("CAFE_BASE_URL", "OPENAI_BASE_URL"),
     "api_key": ("CAFE_API_KEY", "OPENAI_API_KEY"),
@@ -45,18 +60,26 @@ class LiveSettings:
     api_key: Secret
     model: str
 
+    def __post_init__(self) -> None:
+        length = len(self.api_key.reveal())
+        if length < MIN_API_KEY_CHARS:
+            raise ApiKeyTooShort("the API key", length)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LiveSettings:
         found: dict[str, str] = {}
         missing: list[str] = []
+        sources: dict[str, str] = {}
         for field_name, names in _SOURCES.items():
-            value = next((environ[n] for n in names if environ.get(n, "").strip()), None)
-            if value is None:
+            name = next((n for n in names if environ.get(n, "").strip()), None)
+            if name is None:
                 missing.append(" or ".join(names))
             else:
-                found[field_name] = value.strip()
+                found[field_name], sources[field_name] = environ[name].strip(), name
         if missing:
             raise MissingSettings(missing)
+        if len(found["api_key"]) < MIN_API_KEY_CHARS:
+            raise ApiKeyTooShort(sources["api_key"], len(found["api_key"]))
         parts = urlsplit(found["base_url"])
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(

@@ -81,12 +81,15 @@ class TruncatedRecording(RecordingError):
 class RecordingExists(RecordingError):
     exit_code = 36
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, kept: Path | str | None = None) -> None:
         self.path = Path(path)
-        super().__init__(
-            f"{path}: a recording already exists; record mode 'once' never overwrites one "
-            "(use record mode 'all' to re-record it)"
-        )
+        self.kept = Path(kept) if kept is not None else None
+        if kept is None:
+            tail = "record mode 'once' never overwrites one (use record mode 'all' to re-record it)"
+        else:
+            tail = (f"one appeared there while this one was being made, and record mode 'once' "
+                    f"never overwrites one (this recording is kept at {kept})")
+        super().__init__(f"{path}: a recording already exists; {tail}")
 
 
 class RecordingDisabled(RecordingError):

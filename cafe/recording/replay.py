@@ -62,8 +62,8 @@ class ReplayClient:
         return not self._ignore and same_json(request, self.recording.calls[index].request)
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
-        # The incoming request is scrubbed exactly as the recorder scrubbed the line.
-        return json.loads(self._scrubber.scrub(json.dumps(request, ensure_ascii=False, sort_keys=True)))
+        # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
+        return self._scrubber.scrub_json(json.loads(json.dumps(request, ensure_ascii=False)))
 
     def chat(
         self,

@@ -46,7 +46,7 @@ def test_a_live_client_still_loads_the_sdk_when_made() -> None:
         "from cafe.clients import LiveClient, LiveSettings\n"
         "before = 'openai' in sys.modules\n"
         "LiveClient(LiveSettings.from_env({'CAFE_BASE_URL': 'http://127.0.0.1:9/v1',"
-        " 'CAFE_API_KEY': 'k', 'CAFE_MODEL': 'm'}))\n"
+        " 'CAFE_API_KEY': 'sk-test-key-0001', 'CAFE_MODEL': 'm'}))\n"
         "found = {'before': [str(before)], 'after': [str('openai' in sys.modules)]}"
     )
     assert found == {"before": ["False"], "after": ["True"]}

@@ -275,3 +275,11 @@ def test_wall_clock_tracer_measures_real_durations():
     for node in tracer.nodes():
         if node.parent is not None:  # each span lies within its parent
             assert node.parent.start <= node.start and node.end <= node.parent.end
+
+
+def test_durations_read_at_their_own_scale():
+    from cafe.trace.render import format_seconds
+
+    assert [format_seconds(s) for s in (0.000_000_4, 0.000_112, 0.0123, 0.999_94, 1.0, 61.5)] == [
+        "0µs", "112µs", "12.3ms", "999.9ms", "1.000s", "61.500s",
+    ]

@@ -145,9 +145,9 @@ def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
     code, _, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--timeout", "1",
                          "--otlp", f"http://127.0.0.1:{closed_port()}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
     assert code == TelemetryExportFailed.exit_code
-    lines = err.splitlines()
-    assert lines[0].startswith("telemetry: 0 spans exported, 11 dropped")
-    assert lines[1] == "cafe: error: 11 of 11 spans were not exported"
+    # One line: the error carries the telemetry report.
+    assert err.count("\n") == 1
+    assert err.startswith("cafe: error: 11 of 11 spans were not exported (telemetry: 0 spans exported, 11 dropped")
     assert "Traceback" not in err
 
 
