@@ -107,9 +107,17 @@ def binomial_bounds(n: int, p: float, confidence: float = 0.999) -> tuple[int, i
     return low, high
 
 
-def test_binomial_bounds_match_a_known_case() -> None:
-    # n=160, p=0.1: mean 16, sd 3.8; the 99.9% interval is about 3.3 sd either side.
-    assert binomial_bounds(160, 0.1) == (5, 30)
+@pytest.mark.parametrize(("n", "p"), [(160, 0.1), (50, 0.5), (1000, 0.02)])
+def test_binomial_bounds_are_the_tightest_with_each_tail_at_most_half_a_permille(n: int, p: float) -> None:
+    def pmf(k: int) -> float:
+        return math.comb(n, k) * p**k * (1 - p) ** (n - k)
+
+    low, high = binomial_bounds(n, p)
+    below = sum(pmf(k) for k in range(low))
+    above = sum(pmf(k) for k in range(high + 1, n + 1))
+    assert below <= 0.0005 < below + pmf(low)
+    assert above <= 0.0005 < above + pmf(high)
+    assert low <= n * p <= high
 
 
 def settled(what: str, read: Callable[[], object], timeout: float = SETTLE, quiet: float = 2.0) -> object:
