@@ -24,6 +24,7 @@ NAMES = {
     5: "memory during an outage",
     6: "import cost",
     7: "scrubbing a recorded line",
+    8: "what each Collector tier costs",
 }
 
 
@@ -52,6 +53,10 @@ def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
         from bench import scrub_line
 
         return scrub_line.run(workdir, smoke=smoke)
+    if number == 8:
+        from bench import tiers
+
+        return tiers.run(workdir, smoke=smoke)
     from bench import outage_memory
 
     return outage_memory.run(smoke=smoke)
