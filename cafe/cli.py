@@ -14,9 +14,10 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
+from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
@@ -31,7 +32,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
-from cafe.trace.clock import TickClock
+from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
@@ -121,8 +122,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
-    parser = _Parser(prog="cafe", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="cafe", description=(__doc__ or "cafe").splitlines()[0])
+    # Its parsers are _Parsers; registrars take any ArgumentParser's subcommands.
+    commands = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+                    parser.add_subparsers(dest="command", required=True))
 
     shift = commands.add_parser("shift", help="run a shift (offline unless COURSE_MODE=live)")
     shift.add_argument("--script", help="customer lines, one per line (default: a two-line order)")
@@ -179,21 +182,24 @@ def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
 
 
 def _open_telemetry(
-    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str], clock=None,
-    client=None,
+    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str],
+    clock: Clock | None = None, client: ChatClient | None = None,
 ) -> TelemetrySession | None:
     for plugin in plugins:
         session = plugin.open_session(args, environ, clock)
         if session is not None:
             # The client's secrets (the live key) stay out of telemetry as out of recordings.
+            # `protect` is optional for a plugin's session (see cafe.plugins).
             protect = getattr(session, "protect", None)
-            if protect is not None and hasattr(client, "secrets"):
-                protect(client.secrets())
+            secrets = secrets_of(client) if client is not None else []
+            if protect is not None and secrets:
+                protect(secrets)
             return session
     return None
 
 
-def _cmd_shift(args, plugins, environ, out, err) -> int:
+def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
+               out: TextIO, err: TextIO) -> int:
     script = _read_script(args.script) if args.script else list(DEFAULT_SCRIPT)
     decisions = [_parse_decision(d) for d in args.decision] if args.decision else list(DEFAULT_DECISIONS)
     seed, rng, conversation_id = _seeded(args.seed)
@@ -245,12 +251,13 @@ def _check_transcript(recording: Recording, run: ShiftRun) -> None:
     )
 
 
-def _cmd_replay(args, plugins, environ, out, err) -> int:
+def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
+                out: TextIO, err: TextIO) -> int:
     recording = load_recording(args.path, allow_truncated=args.allow_truncated)
     _, rng, derived_id = _seeded(recording.header.seed or 0)
     conversation_id = recording.header.conversation_id or derived_id
     origin_ns = recording.header.clock_origin_unix_nano or 0
-    explicit = {"conversation_id": conversation_id}
+    explicit: dict[str, Any] = {"conversation_id": conversation_id}
     if args.max_turns is not None:
         explicit["max_turns"] = args.max_turns
     responder = make_responder([_parse_decision(d) for d in args.decision]) if args.decision else None
@@ -306,13 +313,17 @@ def main(
     environ = os.environ if environ is None else environ
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        plugins = load_plugins(lambda line: err.write(line + "\n"))
+        def warn(line: str) -> None:
+            err.write(line + "\n")
+
+        plugins = load_plugins(warn)
         args = _build_parser(plugins).parse_args(argv)
         if args.command == "shift":
             return _cmd_shift(args, plugins, environ, out, err)
         if args.command == "replay":
             return _cmd_replay(args, plugins, environ, out, err)
-        return args.run(args, environ, out, err)
+        code: int = args.run(args, environ, out, err)
+        return code
     except CafeError as error:
         err.write(f"cafe: error: {_one_line(error)}\n")
         return error.exit_code

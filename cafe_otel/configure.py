@@ -107,9 +107,7 @@ def build_otlp_exporter(settings: Settings) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            Compression as GrpcCompression,
-        )
+        from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         parts = urlsplit(settings.endpoint)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 
@@ -77,7 +78,7 @@ def call_windows(recording: Recording) -> tuple[CallWindow, list[CallWindow]]:
     return CallWindow(agent_start, agent_end), calls
 
 
-def _request_model(recording: Recording, response: Mapping) -> str:
+def _request_model(recording: Recording, response: Mapping[str, Any]) -> str:
     model = recording.model or "unknown"
     return model if recording.header.model else response.get("model") or model
 

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
 "$VENV/bin/ruff" check .
-# Strict typing over the modules pyproject.toml's [tool.mypy] lists (those clean so far).
+# Strict typing over both packages (pyproject.toml's [tool.mypy]).
 "$VENV/bin/mypy"
 
 if command -v go >/dev/null 2>&1; then

@@ -353,7 +353,7 @@ class _LineReader:
         return Ending(end["stop_reason"], end["model_calls"], end["transcript_sha256"])
 
 
-def _lines(source: IO[bytes], reader: _LineReader):
+def _lines(source: IO[bytes], reader: _LineReader) -> Iterator[tuple[int, bytes, bool]]:
     """(number, raw bytes without the newline, terminated?) for each line, each bounded."""
     limit = _format.MAX_LINE_BYTES
     number = 0

@@ -63,7 +63,8 @@ class ReplayClient:
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
         # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
-        return self._scrubber.scrub_json(json.loads(json.dumps(request, ensure_ascii=False)))
+        scrubbed: dict[str, Any] = self._scrubber.scrub_json(json.loads(json.dumps(request, ensure_ascii=False)))
+        return scrubbed
 
     def chat(
         self,
@@ -92,7 +93,8 @@ class ReplayClient:
                 mismatch.incoming_request, mismatch.served = incoming, self.calls
                 raise mismatch
         self.calls += 1
-        return copy_json(recorded.response)
+        response: Response = copy_json(recorded.response)
+        return response
 
     @property
     def unused(self) -> int:

@@ -102,6 +102,12 @@ def _scoped(name: str, pattern: str) -> str:
     return f"(?{flags}:{pattern})" if flags else f"(?:{pattern})"
 
 
+def _alternative(match: re.Match[str]) -> int:
+    """Which alternative of the combined pattern matched: its group is named `p<N>`."""
+    assert match.lastgroup is not None  # every alternative is a named group
+    return int(match.lastgroup[1:])
+
+
 class _Alternation:
     """Named patterns as one regular expression: one pass over a text finds the leftmost
     match of any of them. A pattern with a group of its own replaces only that group."""
@@ -128,10 +134,10 @@ class _Alternation:
             return
         for match in self._regex.finditer(text):
             if self._replace(match) != match.group(0):
-                yield self.names[int(match.lastgroup[1:])], match
+                yield self.names[_alternative(match)], match
 
     def _replace(self, match: re.Match[str]) -> str:
-        group = self._value_group[int(match.lastgroup[1:])]
+        group = self._value_group[_alternative(match)]
         if group is None:
             return REDACTED
         value = match.group(group)
@@ -202,7 +208,7 @@ class Scrubber:
         return _DEFAULT_KEYWORDS.search(lowered) is not None
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None, **options) -> Scrubber:
+    def from_environment(cls, environ: Mapping[str, str] | None = None, **options: Any) -> Scrubber:
         """The default patterns plus any in `CAFE_SCRUB_PATTERNS` (one per line)."""
         environ = os.environ if environ is None else environ
         extra = [line for line in environ.get(ENV_PATTERNS, "").splitlines() if line.strip()]
@@ -216,7 +222,7 @@ class Scrubber:
 
     def scrub(self, text: str) -> str:
         """One piece of text (a string value) with every secret in it replaced."""
-        if self._may_hold_literal(text):
+        if self._literal_regex is not None and self._may_hold_literal(text):
             text = self._literal_regex.sub(REDACTED, text)
         if self._may_match_pattern(text):
             text = self._patterns.sub(text)

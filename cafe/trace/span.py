@@ -42,7 +42,8 @@ class Generation:
     @property
     def finish_reason(self) -> str | None:
         choices = (self.response or {}).get("choices") or [{}]
-        return choices[0].get("finish_reason")
+        reason = choices[0].get("finish_reason")
+        return reason if isinstance(reason, str) else None
 
 
 @dataclass
