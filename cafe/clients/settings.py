@@ -54,6 +54,25 @@ class Secret:
         return hash(self._value)
 
 
+def check_base_url(url: str, source: str) -> None:
+    """An http(s) URL with a host and, if any, a port in 1-65535. The error says what is wrong,
+    not the URL (it may carry a user:password part)."""
+    example = "use an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ConfigurationError(f"{source}: the URL has a space or control character; {example}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        problem = ("unbalanced [ ] around an IPv6 address" if "IPv6" in str(error)
+                   else "the port is not a number from 1 to 65535")
+        raise ConfigurationError(f"{source}: {problem}; {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{source}: not an http(s) URL with a host; {example}")
+    if port == 0:
+        raise ConfigurationError(f"{source}: port 0 is not a port to send to; {example}")
+
+
 @dataclass(frozen=True)
 class LiveSettings:
     base_url: str
@@ -64,6 +83,7 @@ class LiveSettings:
         length = len(self.api_key.reveal())
         if length < MIN_API_KEY_CHARS:
             raise ApiKeyTooShort("the API key", length)
+        check_base_url(self.base_url, "the model base URL")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LiveSettings:
@@ -80,11 +100,7 @@ class LiveSettings:
             raise MissingSettings(missing)
         if len(found["api_key"]) < MIN_API_KEY_CHARS:
             raise ApiKeyTooShort(sources["api_key"], len(found["api_key"]))
-        parts = urlsplit(found["base_url"])
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(
-                "the model base URL must be an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
-            )
+        check_base_url(found["base_url"], sources["base_url"])
         return cls(found["base_url"], Secret(found["api_key"]), found["model"])
 
     @property
