@@ -107,6 +107,13 @@ CAFE_TOOL_EXECUTIONS = "cafe.tool.executions"
 CAFE_TICKETS_FIRED = "cafe.tickets.fired"
 CAFE_CONSENT_DECISIONS = "cafe.consent.decisions"
 CAFE_REPAIRS_USED = "cafe.repairs.used"
+# Every attribute a metric may carry: bounded values only (the Collector's metrics
+# allowlist, collector-config/collector.yaml `redaction/metrics`, lists the same keys).
+METRIC_ATTRIBUTES = frozenset({
+    GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_RESPONSE_MODEL,
+    GEN_AI_TOKEN_TYPE, ERROR_TYPE, SERVER_ADDRESS, SERVER_PORT, CAFE_STOP_REASON, GEN_AI_TOOL_NAME,
+    CAFE_TOOL_STATUS, CAFE_CONSENT_OUTCOME,
+})
 
 # --- Span names -----------------------------------------------------------------------
 AGENT_SPAN_NAME = "invoke_agent {agent}"

@@ -241,8 +241,10 @@ class OtelCol(Proc):
                 found.append(({k: v.strip('"') for k, v in pairs}, float(value)))
         return found
 
-    def metrics(self) -> dict[str, float]:
-        """The collector's own metrics, summed over labels: {name: value}.
+    def metrics(self, data_type: str | None = "traces") -> dict[str, float]:
+        """The collector's own metrics, summed over labels: {name: value}. By default only
+        the traces pipeline's (a series labelled `data_type` of another signal, such as the
+        metrics pipeline's queue, is left out); `data_type=None` sums them all.
 
         Counter names carry Prometheus' `_total` suffix; `metric()` accepts either form.
         """
@@ -253,12 +255,14 @@ class OtelCol(Proc):
             if not line or line.startswith("#"):
                 continue
             name_labels, _, value = line.rpartition(" ")
+            if data_type is not None and 'data_type="' in name_labels and f'data_type="{data_type}"' not in name_labels:
+                continue
             name = name_labels.split("{", 1)[0]
             totals[name] = totals.get(name, 0.0) + float(value)
         return totals
 
-    def metric(self, name: str) -> float:
-        values = self.metrics()
+    def metric(self, name: str, data_type: str | None = "traces") -> float:
+        values = self.metrics(data_type)
         return values.get(name, values.get(f"{name}_total", 0.0))
 
 
@@ -267,11 +271,15 @@ class Collector(OtelCol):
     def create(
         cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path, *, gateways: list[str] | None = None,
         overlays: tuple[Path, ...] = (), extra_env: dict[str, str] | None = None,
+        metrics_upstream: str | None = None,
     ) -> Collector:
         """collector.yaml: straight to `upstream`, or with `gateways` (host:port each) the
         agent of two tiers, routing by trace id through its load_balancing exporter.
-        `overlays` are further --config files merged over it (e.g. a resolver overlay)."""
-        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics")
+        `overlays` are further --config files merged over it (e.g. a resolver overlay).
+        `metrics_upstream` is the OTLP/HTTP base its metrics pipeline exports to; by default
+        a loopback port nothing listens on (the metrics wait in the queue, and no name
+        outside this machine is ever looked up)."""
+        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics", "metrics_upstream")
         tier = {}
         if gateways:
             tier = {
@@ -289,6 +297,7 @@ class Collector(OtelCol):
             "CAFE_OTELCOL_QUEUE_DIR": str(queue_dir),
             "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
             "CAFE_UPSTREAM_TLS_INSECURE": "true",
+            "CAFE_METRICS_UPSTREAM_ENDPOINT": metrics_upstream or f"http://{LOOPBACK}:{ports['metrics_upstream']}",
             **(extra_env or {}),
         }
         return cls(

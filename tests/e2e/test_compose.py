@@ -117,3 +117,28 @@ def test_the_collector_allowlist_covers_every_metadata_key_cafe_otel_sends() -> 
     allowed = set(config["processors"]["redaction"]["allowed_keys"])
     assert sorted(METADATA_ALLOWLIST - allowed) == []
     assert "service.name" in allowed
+
+
+def test_the_collector_metrics_allowlist_is_the_metric_attributes_cafe_otel_sends() -> None:
+    from cafe_otel.semconv import METRIC_ATTRIBUTES
+
+    config = yaml.safe_load(COLLECTOR_CONFIG.read_text())
+    allowed = set(config["processors"]["redaction/metrics"]["allowed_keys"])
+    resource = {key for key in allowed if key.startswith(("service.", "telemetry.sdk."))}
+    assert allowed - resource == set(METRIC_ATTRIBUTES)
+    pipeline = config["service"]["pipelines"]["metrics"]
+    assert pipeline["processors"] == ["memory_limiter", "redaction/metrics"]
+    exporter = config["exporters"][pipeline["exporters"][0]]
+    assert exporter["sending_queue"]["storage"] == "file_storage/queue"  # persistent, as the traces'
+    assert exporter["retry_on_failure"]["max_elapsed_time"] == 0  # never gives up
+
+
+def test_compose_has_prometheus_receiving_the_metrics_pipeline_and_scraping_the_collector(services: dict) -> None:
+    found = services
+    prometheus = found["prometheus"]
+    assert re.fullmatch(r"prom/prometheus:v\d+\.\d+\.\d+", prometheus["image"])  # pinned, never latest
+    assert "--web.enable-otlp-receiver" in prometheus["command"]
+    assert prometheus["ports"] == ["127.0.0.1:9090:9090"]
+    assert found["otelcol"]["environment"]["CAFE_METRICS_UPSTREAM_ENDPOINT"] == "http://prometheus:9090/api/v1/otlp"
+    scrape = yaml.safe_load((REPO / "collector-config" / "prometheus.yml").read_text())["scrape_configs"]
+    assert {"targets": ["otelcol:8888"]} in scrape[0]["static_configs"]

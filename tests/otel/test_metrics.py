@@ -161,3 +161,18 @@ def test_metrics_and_spans_listen_to_the_same_tracer_side_by_side(telemetry):
     assert _sum(token_points, **{"gen_ai.token.type": "input"}) == sum(
         s.attributes["gen_ai.usage.input_tokens"] for s in chats)
     assert tracer.listener_failures == 0
+
+
+def test_every_metric_attribute_is_a_declared_one():
+    """What the listener puts on a metric is on the declared list the Collector's metrics
+    allowlist is checked against (tests/e2e/test_compose.py)."""
+    from cafe.clients.story import StoryClient
+    from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
+
+    reader = InMemoryMetricReader()
+    listener = MetricsListener(MeterProvider(metric_readers=[reader], shutdown_on_exit=False))
+    cafe.run_shift(StoryClient(), list(STORY_SCRIPT), cafe.make_responder(STORY_DECISIONS),
+                   tracer=cafe.Tracer(listeners=[listener]))
+    keys = {key for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+            for metric in sm.metrics for point in metric.data.data_points for key in point.attributes}
+    assert keys and keys <= sc.METRIC_ATTRIBUTES
