@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint e2e binaries bench bench-smoke clean
+.PHONY: demo test lint e2e binaries bench bench-smoke up down clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,15 @@ binaries:
 e2e: $(STAMP) binaries
 	CAFE_E2E_STRICT=1 $(BIN)/python -m pytest -m e2e tests
 
-## The five benchmarks of bench/README.md; prints a table of figures and targets.
+## The local stack without Docker: the built Collector and Jaeger (Badger) on 127.0.0.1.
+STACK_DIR ?= .stack
+up: $(STAMP) binaries
+	$(BIN)/python -m otelstack up --dir $(STACK_DIR)
+
+down: $(STAMP)
+	$(BIN)/python -m otelstack down --dir $(STACK_DIR)
+
+## The benchmarks of bench/README.md; prints a table of figures and targets.
 bench: $(STAMP) binaries
 	$(BIN)/python -m bench
 

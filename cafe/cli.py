@@ -227,6 +227,8 @@ def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: 
     out.write(f"seed: {seed}\n")
     if args.record:
         out.write(f"recorded {run.model_calls} call(s) to {args.record}\n")
+    for line in session.notes() if session else []:
+        out.write(line + "\n")
     for line in report:
         err.write(line + "\n")
     return 0
@@ -293,6 +295,8 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
         f"replayed {run.model_calls} call(s) from {args.path} with 0 model calls: {matched}; "
         f"every recorded call used; stop reason {run.stop_reason}\n"
     )
+    for line in session.notes() if session else []:
+        out.write(line + "\n")
     return 0
 
 

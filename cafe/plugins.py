@@ -26,6 +26,10 @@ class TelemetrySession(Protocol):
         """Flush and shut down within a bound; return report lines for stderr."""
         ...
 
+    def notes(self) -> list[str]:
+        """Lines for stdout after the shift: where to look at what was sent (a trace id)."""
+        ...
+
 
 class CliPlugin(Protocol):
     name: str

@@ -35,6 +35,7 @@ from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
 from cafe_otel.settings import GRPC, HTTP, MAX_SECONDS, seconds_in_range
+from cafe_otel.span_listener import SpanListener
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
@@ -120,6 +121,15 @@ class OTelSession:
     tracer: Tracer
     timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     logs: ExporterLogCapture | None = None
+    trace_ui: str | None = None  # CAFE_JAEGER_URL: a Jaeger UI whose /trace/<id> shows a trace
+
+    def notes(self) -> list[str]:
+        """The trace id of each shift sent (and its page, with CAFE_JAEGER_URL)."""
+        listener = getattr(self.tracer, "span_listener", None)
+        ids = listener.trace_ids if isinstance(listener, SpanListener) else []
+        if self.trace_ui:
+            return [f"trace: {trace_id}  {self.trace_ui.rstrip('/')}/trace/{trace_id}" for trace_id in ids]
+        return [f"trace: {trace_id}" for trace_id in ids]
 
     def protect(self, secrets: list[str]) -> None:
         """The live client's secrets: never in a span (content is scrubbed of them)."""
@@ -244,7 +254,8 @@ class OTelCliPlugin:
             if timeline is not None:
                 clock, origin = timeline
         return OTelSession(handle, handle.tracer(clock, origin_unix_nano=origin),
-                           logs=_capture(handle, environ).__enter__())
+                           logs=_capture(handle, environ).__enter__(),
+                           trace_ui=environ.get("CAFE_JAEGER_URL", "").strip() or None)
 
 
 plugin = OTelCliPlugin()

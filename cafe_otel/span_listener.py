@@ -69,6 +69,7 @@ class SpanListener:
         self._attach = attach_context
         self._open: dict[int, _Open] = {}
         self.spans_started = 0
+        self.trace_ids: list[str] = []  # of each shift, as 32 hex digits (what a backend's URL takes)
         self._handlers: dict[type, Callable[[Any], None]] = {
             ShiftStarted: self._shift_started, ShiftEnded: self._shift_ended,
             PhaseStarted: self._phase_started, PhaseEnded: self._phase_ended,
@@ -151,6 +152,9 @@ class SpanListener:
     def _shift_started(self, event: ShiftStarted) -> None:
         self._start(event, mapping.shift_name(event), SpanKind.INTERNAL, mapping.shift_start(event),
                     event.conversation_id, None)
+        context = self._open[event.span_id].span.get_span_context()
+        if context.is_valid:
+            self.trace_ids.append(f"{context.trace_id:032x}")
 
     def _shift_ended(self, event: ShiftEnded) -> None:
         self._end(event, mapping.shift_end(event), event.error_type)
