@@ -22,6 +22,7 @@ NAMES = {
     3: "a dead backend",
     4: "throughput into the real Collector",
     5: "memory during an outage",
+    7: "the peers: OpenAI instrumentations side by side",
 }
 
 
@@ -42,6 +43,10 @@ def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
         from bench import throughput
 
         return throughput.run(workdir, smoke=smoke)
+    if number == 7:
+        from bench import peers
+
+        return peers.run(smoke=smoke)
     from bench import outage_memory
 
     return outage_memory.run(smoke=smoke)
