@@ -1,15 +1,17 @@
 """Figure 7's child process: one variant of the same `openai` chat call, timed in a fresh interpreter.
 
-`python -m bench.peer_runner SPEC.json` prints one JSON line: seconds a call for each sample,
-the spans the do-nothing exporter received, the metric points recorded, any content found in
-a span, and the versions that ran. It imports nothing of cafe unless the variant is ours
-(`bare`, `bare_live`, `ours`, `ours_metrics` run in the project's venv; the peers in their
-own), so in a peer's virtualenv only the `openai` SDK, the OpenTelemetry SDK and the peer are
-loaded. An unusable variant exits 2 with one line on stderr.
+`python -m bench.peer_runner SPEC.json` sets the variant up, warms it up and says `ready`; then
+each `sample N` line on stdin gets one JSON line (seconds a call over N calls, wall and CPU),
+and `finish` gets the result: the spans the do-nothing exporter received, the metric points
+recorded, the versions that ran. A span carrying message text fails the variant.
+
+It imports nothing of cafe unless the variant is ours (`bare`, `bare_live` and `ours` run in
+the project's venv; the peers in their own), so in a peer's virtualenv only the `openai` SDK,
+the OpenTelemetry SDK and the peer are loaded. An unusable variant exits 2 with one line on stderr.
 
 The spec: {"variant", "metrics", "base_url", "model", "messages", "tools", "body" (the mock
-response, a JSON object), "warmup", "samples", "calls", "markers" (strings that are content:
-none may appear in an exported attribute)}.
+response, a JSON object), "warmup", "markers" (strings that are content: none may appear in
+an exported attribute)}.
 """
 
 from __future__ import annotations
@@ -202,9 +204,10 @@ def _content_found(span: Any, markers: Sequence[str]) -> str | None:
     return None
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
+def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]], _KeepingFirst | None]:
+    """The variant's call, its finish (flush, versions) and its span keeper, warmed up."""
     variant = spec["variant"]
-    keeper = _KeepingFirst() if variant != "bare" else None
+    keeper = _KeepingFirst() if variant not in ("bare", "bare_live") else None
     if variant == "bare":
         call, finish = _sdk_call(spec), dict
     elif variant in PEERS:
@@ -213,24 +216,29 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         call, finish = _ours(spec, keeper)
     else:
         raise Unusable(f"unknown variant {variant!r}")
-    new_sample = getattr(call, "new_sample", lambda: None)
-    calls = 0
     for _ in range(spec["warmup"]):
         call()
-    calls += spec["warmup"]
-    samples = []
-    for _ in range(spec["samples"]):
-        new_sample()
-        gc.collect()  # this sample pays for its own garbage, not the previous one's
-        begin = time.perf_counter()
-        for _ in range(spec["calls"]):
-            call()
-        samples.append((time.perf_counter() - begin) / spec["calls"])
-        calls += spec["calls"]
-    found = finish()
-    result = {"variant": variant, "metrics": spec["metrics"], "samples": samples, "calls": calls,
-              "openai": metadata.version("openai"), **found}
-    if keeper is not None and variant != "bare_live":
+    return call, finish, keeper
+
+
+def sample(call: Callable[[], Any], calls: int) -> dict[str, float]:
+    """Seconds a call over `calls` calls: wall clock, and this process's CPU time (every
+    thread, so the batch worker's export is counted; time spent descheduled is not)."""
+    getattr(call, "new_sample", lambda: None)()
+    gc.collect()  # this sample pays for its own garbage, not the previous one's
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        call()
+    return {"wall": (time.perf_counter() - wall) / calls, "cpu": (time.process_time() - cpu) / calls}
+
+
+def conclude(spec: dict[str, Any], finish: Callable[[], dict[str, Any]], keeper: _KeepingFirst | None,
+             calls: int) -> dict[str, Any]:
+    """Flush, then check what the variant produced: spans, no content, metrics if asked for."""
+    variant = spec["variant"]
+    result = {"variant": variant, "metrics": spec["metrics"], "calls": calls,
+              "openai": metadata.version("openai"), **finish()}
+    if keeper is not None:
         exported = keeper.exporter.spans
         result["spans"] = exported
         if exported == 0 or keeper.exporter.first is None:
@@ -248,18 +256,31 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    """Prepare, say `ready`, then answer the parent's lines: `sample N` with one JSON sample,
+    `finish` with the JSON result (then exit). The parent hands out the samples in turn so
+    that all variants of a round are measured at the same moments of a noisy machine."""
     if len(argv) != 1:
         print("usage: python -m bench.peer_runner SPEC.json", file=sys.stderr)
         return 2
     with open(argv[0], encoding="utf-8") as handle:
         spec = json.load(handle)
     try:
-        result = run(spec)
+        call, finish, keeper = prepare(spec)
+        calls = spec["warmup"]
+        print("ready", flush=True)
+        for line in sys.stdin:
+            command = line.split()
+            if command[:1] == ["sample"]:
+                count = int(command[1])
+                print(json.dumps(sample(call, count)), flush=True)
+                calls += count
+            elif command == ["finish"]:
+                print(json.dumps(conclude(spec, finish, keeper, calls)), flush=True)
+                return 0
+        return 0  # the parent went away
     except Unusable as error:
         print(f"peer_runner: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(result), flush=True)
-    return 0
 
 
 if __name__ == "__main__":

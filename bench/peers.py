@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
@@ -39,7 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.stats import interleaved, median
+from bench.stats import Paired, median
 from bench.synthetic import MODEL, synthetic_calls
 from bench.table import Figure
 
@@ -77,6 +77,10 @@ PEERS = (
 SHARED_ROOTS = ("openai", "opentelemetry-api", "opentelemetry-sdk", "opentelemetry-semantic-conventions", "wrapt",
                 "packaging")
 _SWITCH_PREFIXES = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_")
+
+
+ESSENTIAL = ("bare", "bare_live", "ours")  # without these there is no figure: their failure is a crash
+CHILD_TIMEOUT = 300.0  # seconds for a child to set up, or to answer one sample
 
 
 class VenvUnavailable(Exception):
@@ -198,15 +202,43 @@ class Variant:
     env: tuple[tuple[str, str], ...] = ()
 
 
-def _run_child(variant: Variant, spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    path = workdir / f"spec-{variant.key}.json"
-    path.write_text(json.dumps({**spec, "variant": variant.runner, "metrics": variant.metrics}))
-    done = subprocess.run([variant.python, "-m", "bench.peer_runner", str(path)], capture_output=True,
-                          text=True, cwd=ROOT, env=_child_env(variant.env), timeout=600)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise RuntimeError(f"{variant.key}: {last[:300]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+class Child:
+    """One variant's process for one round: started, warmed up, then sampled on request."""
+
+    def __init__(self, variant: Variant, spec: dict[str, Any], workdir: Path) -> None:
+        self.variant = variant
+        path = workdir / f"spec-{variant.key}.json"
+        path.write_text(json.dumps({**spec, "variant": variant.runner, "metrics": variant.metrics}))
+        self.errors = (workdir / f"stderr-{variant.key}.txt").open("w+")
+        self.process = subprocess.Popen(
+            [variant.python, "-m", "bench.peer_runner", str(path)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.errors, text=True, cwd=ROOT, env=_child_env(variant.env))
+
+    def _line(self, timeout: float) -> str:
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.process.kill()
+            self.process.wait()
+            self.errors.seek(0)
+            last = (self.errors.read().strip().splitlines() or [f"no answer (exit {self.process.returncode})"])[-1]
+            raise RuntimeError(f"{self.variant.key}: {last[:300]}")
+        return line
+
+    def ready(self) -> None:
+        if self._line(CHILD_TIMEOUT).strip() != "ready":
+            raise RuntimeError(f"{self.variant.key}: did not say ready")
+
+    def ask(self, command: str) -> dict[str, Any]:
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return json.loads(self._line(CHILD_TIMEOUT))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.errors.close()
 
 
 def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> list[Variant]:
@@ -238,52 +270,94 @@ def ours_records_metrics() -> bool:
     return True
 
 
+def _round(variants: list[Variant], spec: dict[str, Any], workdir: Path, number: int, samples: int,
+           calls: int, failed: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """One round: a fresh process for every variant, then `samples` slots in which each
+    variant runs one sample of `calls` calls, the order rotating from slot to slot."""
+    children: dict[str, Child] = {}
+    taken: dict[str, dict[str, Any]] = {}
+
+    def drop(key: str, error: Exception) -> None:
+        if key in ESSENTIAL:
+            raise error
+        failed[key] = str(error)
+        children.pop(key).close()
+
+    try:
+        for variant in variants:
+            if variant.key not in failed:
+                children[variant.key] = Child(variant, spec, workdir)
+        for key in list(children):
+            try:
+                children[key].ready()
+            except RuntimeError as error:
+                drop(key, error)
+        cpu: dict[str, list[float]] = {key: [] for key in children}
+        wall: dict[str, list[float]] = {key: [] for key in children}
+        for slot in range(samples):
+            keys = list(children)
+            shift = (slot + number) % len(keys)
+            order = keys[shift:] + keys[:shift]
+            if (slot + number) % 2:
+                order.reverse()
+            for key in order:
+                try:
+                    answer = children[key].ask(f"sample {calls}")
+                except (RuntimeError, ValueError) as error:
+                    drop(key, error)
+                    continue
+                cpu[key].append(answer["cpu"])
+                wall[key].append(answer["wall"])
+        for key in list(children):
+            try:
+                result = children[key].ask("finish")
+            except (RuntimeError, ValueError) as error:
+                drop(key, error)
+                continue
+            taken[key] = {**result, "cpu": median(cpu[key]), "wall": median(wall[key])}
+    finally:
+        for child in children.values():
+            child.close()
+    return taken
+
+
 def run(smoke: bool = False, *, metrics: bool | None = None) -> list[Figure]:
     """`metrics`: run ours with metrics too (default: when this cafe_otel has them)."""
-    rounds, warmup, samples, calls = (2, 20, 3, 30) if smoke else (5, 200, 15, 100)
+    rounds, warmup, samples, calls = (2, 20, 3, 20) if smoke else (5, 200, 20, 100)
     ours_metrics = ours_records_metrics() if metrics is None else metrics
     blocked: dict[str, str] = {}
     variants = _variants(smoke, blocked, ours_metrics=ours_metrics)
-    spec = {**workload(), "warmup": warmup, "samples": samples, "calls": calls}
-    results: dict[str, list[dict[str, Any]]] = {v.key: [] for v in variants}
+    spec = {**workload(), "warmup": warmup}
     failed: dict[str, str] = {}
-
+    by_round: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="cafe-bench-peers-") as tmp:
-        def measure(variant: Variant):
-            def once() -> float:
-                if variant.key in failed:
-                    return math.nan
-                try:
-                    result = _run_child(variant, spec, Path(tmp))
-                except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:
-                    if variant.key in ("bare", "ours"):
-                        raise
-                    failed[variant.key] = str(error)
-                    return math.nan
-                results[variant.key].append(result)
-                return median(result["samples"])
-            return once
-
-        paired = interleaved({v.key: measure(v) for v in variants}, rounds)
-    return _figures(paired.samples, results, failed, blocked, variants, rounds, samples, calls, smoke,
+        for number in range(rounds):
+            by_round.append(_round(variants, spec, Path(tmp), number, samples, calls, failed))
+    kept = [v for v in variants if v.key not in failed]
+    # A variant's figure for a round: the median of its samples' CPU time a call.
+    paired = Paired({v.key: [taken[v.key]["cpu"] for taken in by_round] for v in kept})
+    walls = Paired({v.key: [taken[v.key]["wall"] for taken in by_round] for v in kept})
+    results = {v.key: [taken[v.key] for taken in by_round] for v in kept}
+    return _figures(paired, walls, results, failed, blocked, variants, rounds, samples, calls, smoke,
                     ours_metrics)
 
 
-def _added(samples: dict[str, list[float]], key: str) -> tuple[float, float, float, float]:
+def _added(paired: Paired, key: str) -> tuple[float, float, float, float]:
     """(median added µs, median ratio, lowest and highest added µs) over the rounds."""
-    pairs = [(v, b) for v, b in zip(samples[key], samples["bare"], strict=True) if not math.isnan(v)]
-    added = sorted((v - b) * 1e6 for v, b in pairs)
-    ratio = median([v / b for v, b in pairs if b > 0])
-    return median(added), ratio, added[0], added[-1]
+    added = sorted((v - b) * 1e6 for v, b in zip(paired.samples[key], paired.samples["bare"], strict=True))
+    return median(added), paired.ratio(key, "bare"), added[0], added[-1]
 
 
-def _figures(samples, results, failed, blocked, variants, rounds, per, calls, smoke, ours_metrics) -> list[Figure]:
+def _figures(paired, walls, results, failed, blocked, variants, rounds, per, calls, smoke,
+             ours_metrics) -> list[Figure]:
     keys = {v.key for v in variants}
-    bare_us = median(samples["bare"]) * 1e6
-    how = f"{rounds} rotated rounds, a process each, median of {per} samples of {calls} calls"
+    bare_us = paired.median("bare") * 1e6
+    how = (f"CPU time a call; {rounds} rounds of a fresh process a variant, {per} samples of {calls} calls "
+           f"each, handed out in turn, order rotating")
     figures = [Figure(7, "bare openai SDK chat call, mock transport", bare_us, "µs", "",
-                      note=f"{how}; openai {results['bare'][0]['openai']}")]
-    live_us = (median(samples["bare_live"]) - median(samples["bare"])) * 1e6
+                      note=f"{how}; wall clock {walls.median('bare') * 1e6:.0f} µs; "
+                           f"openai {results['bare'][0]['openai']}")]
+    live_us = _added(paired, "bare_live")[0]
 
     def peer_rows(suffix: str) -> dict[str, float]:
         shown = {}
@@ -297,7 +371,7 @@ def _figures(samples, results, failed, blocked, variants, rounds, per, calls, sm
                 figures.append(Figure(7, f"{peer.label}{' + metrics' if suffix else ''}: added per call",
                                       None, "µs", note=reason))
                 continue
-            added, ratio, low, high = _added(samples, key)
+            added, ratio, low, high = _added(paired, key)
             first = results[key][0]
             spans = first["spans"] / first["calls"]
             figures.append(Figure(
@@ -308,7 +382,7 @@ def _figures(samples, results, failed, blocked, variants, rounds, per, calls, sm
         return shown
 
     def ours_row(key: str, title: str, peers: dict[str, float]) -> None:
-        added, ratio, low, high = _added(samples, key)
+        added, ratio, low, high = _added(paired, key)
         first = results[key][0]
         beaten = [k for k, v in peers.items() if v <= added]
         verdict = None if not peers else not beaten
