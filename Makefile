@@ -14,9 +14,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $@
 
-## Run one café shift offline: transcript, span tree, usage and handover note.
+## One café shift offline, as a story: the shift, its private recording, its spans, what leaves as OpenTelemetry, its replay.
 demo: $(STAMP)
-	$(BIN)/cafe shift --seed 7
+	$(BIN)/cafe demo
 
 ## Lint, unit and property tests, then the end-to-end tests against a real Collector and Jaeger.
 test: $(STAMP)

@@ -22,7 +22,10 @@ NAMES = {
     3: "a dead backend",
     4: "throughput into the real Collector",
     5: "memory during an outage",
-    7: "the peers: OpenAI instrumentations side by side",
+    6: "import cost",
+    7: "scrubbing a recorded line",
+    8: "what each Collector tier costs",
+    9: "the peers: OpenAI instrumentations side by side",
 }
 
 
@@ -43,7 +46,19 @@ def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
         from bench import throughput
 
         return throughput.run(workdir, smoke=smoke)
+    if number == 6:
+        from bench import import_cost
+
+        return import_cost.run(smoke=smoke)
     if number == 7:
+        from bench import scrub_line
+
+        return scrub_line.run(workdir, smoke=smoke)
+    if number == 8:
+        from bench import tiers
+
+        return tiers.run(workdir, smoke=smoke)
+    if number == 9:
         from bench import peers
 
         return peers.run(smoke=smoke)

@@ -1,6 +1,6 @@
 """A span exporter that accepts every batch, counts its spans and does nothing else.
 
-Imports the OpenTelemetry SDK only, nothing of cafe: figure 7 runs it inside the peers' own
+Imports the OpenTelemetry SDK only, nothing of cafe: figure 9 runs it inside the peers' own
 virtualenvs, where cafe's dependencies are not installed.
 """
 

@@ -1,12 +1,15 @@
 """Figure 1: what our instrumentation costs per model call, against the bare OTel SDK.
 
-Candidate (the full cafe_otel path for one generation): `cafe_otel.configure(exporter=a
-do-nothing exporter)` -> `handle.tracer()` (an OTelTracer) -> cafe's `TracingClient` around
-a client that answers at once. One `chat` = cafe's generation node (no copy of the input:
-content is off), the OTel span with the GenAI start and end attributes, the context attach, the
-MetadataOnlySpanProcessor's sanitised copy, and the enqueue into cafe_otel's batch
-processor, whose worker hands batches to the FailSoftSpanExporter. Content capture off
-(and, as a second figure, on: SPAN_ONLY).
+Candidate (the full cafe_otel path for one generation, spans and metrics on, content off):
+`cafe_otel.configure(exporter=a do-nothing exporter)` -> `handle.tracer(tree=False)` (a
+cafe Tracer whose listeners are the SpanListener and a MetricsListener on an SDK
+MeterProvider) -> cafe's `TracingClient` around a client that answers at once. One `chat` =
+the generation's two typed events (no copy of the input: content is off), the OTel span
+made straight from them with the GenAI start and end attributes, the context attach, the
+MetadataOnlySpanProcessor's sanitised copy, the enqueue into cafe_otel's batch processor
+(whose worker hands batches to the exporter through the fail-soft boundary), and the three
+GenAI histogram records (input and output tokens, duration). Also measured: spans only, spans with the
+in-memory tree (`handle.tracer()`, what the CLI uses to render the shift), content on.
 
 Baseline (the bare SDK doing the same span): a `TracerProvider` with the SDK's stock
 `BatchSpanProcessor` over the same do-nothing exporter; `start_as_current_span` with the
@@ -93,6 +96,14 @@ def exported_shape(capture: bool = False) -> tuple[str, Any, dict[str, Any], dic
     return span.name, span.kind, start, end
 
 
+def _meter_provider():
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    # Collected never during the run: what is timed is the recording, as on a live shift.
+    return MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False)
+
+
 def run(smoke: bool = False) -> list[Figure]:
     ops = 300 if smoke else 3_000
     repeats = 3 if smoke else 15
@@ -102,13 +113,21 @@ def run(smoke: bool = False) -> list[Figure]:
 
     handles = []
 
-    def ours(capture: bool, metadata_only: bool = True):
+    from cafe_otel.metrics_listener import MetricsListener
+
+    meters = _meter_provider()
+
+    def ours(capture: bool, metadata_only: bool = True, *, tree: bool = False, metrics: bool = True):
         handle = _configure(capture, NothingExporter(), metadata_only)
         handles.append(handle)
+        listener = MetricsListener(meters.get_meter(f"bench.{len(handles)}")) if metrics else None
 
         def sample() -> float:
-            # A tracer holds one shift's tree: a fresh one per sample, as per shift.
-            chat = TracingClient(InstantClient(call.response), handle.tracer()).chat
+            # A tracer holds one shift: a fresh one per sample, as per shift.
+            tracer = handle.tracer(tree=tree)
+            if listener is not None:
+                tracer.add_listener(listener)
+            chat = TracingClient(InstantClient(call.response), tracer).chat
             begin = time.perf_counter()
             for _ in range(ops):
                 chat(call.messages, call.tools, call.temperature)
@@ -164,6 +183,8 @@ def run(smoke: bool = False) -> list[Figure]:
     ours_off, handle_off = ours(False)
     ours_on, handle_on = ours(True)
     ours_unfiltered, _ = ours(False, metadata_only=False)
+    ours_spans, _ = ours(False, metrics=False)
+    ours_tree, _ = ours(False, tree=True)
     variants = {
         "sdk": bare(lambda: BatchSpanProcessor(NothingExporter()), start_attrs, end_attrs),
         "sdk_content": bare(lambda: BatchSpanProcessor(NothingExporter()), c_start, c_end),
@@ -171,6 +192,8 @@ def run(smoke: bool = False) -> list[Figure]:
         "ours": ours_off,
         "ours_content": ours_on,
         "ours_unfiltered": ours_unfiltered,
+        "ours_spans": ours_spans,
+        "ours_tree": ours_tree,
         "noop_otel": noop_otel(),
         "null_cafe": null_cafe(),
         "input_copy": input_copy_only(),
@@ -179,6 +202,7 @@ def run(smoke: bool = False) -> list[Figure]:
     dropped = handle_off.account.dropped + handle_on.account.dropped
     for handle in handles:
         (handle.shutdown(2.0) if hasattr(handle, "account") else handle.shutdown())
+    meters.shutdown()
 
     ratio = paired.ratio("ours", "sdk")
     low, high = paired.spread("ours", "sdk")
@@ -187,9 +211,15 @@ def run(smoke: bool = False) -> list[Figure]:
     us = {k: paired.median(k) * 1e6 for k in variants}
     note_drop = f"; {dropped} spans dropped by a full queue during the run" if dropped else ""
     return [
-        Figure(1, "overhead ratio, content off (ours / bare SDK)", ratio, "x", "<= 1.25", ratio <= 1.25,
+        Figure(1, "overhead ratio, spans + metrics, content off (ours / bare SDK)", ratio, "x", "<= 1.25",
+               ratio <= 1.25,
                f"ours {us['ours']:.1f} µs, bare SDK {us['sdk']:.1f} µs a call; "
                f"{repeats} paired repeats of {ops}, range {low:.2f}-{high:.2f}{note_drop}"),
+        Figure(1, "overhead ratio, spans only (no metrics listener)", paired.ratio("ours_spans", "sdk"), "x", "",
+               note=f"ours without the MetricsListener {us['ours_spans']:.1f} µs: the three GenAI histogram "
+                    f"records cost {us['ours'] - us['ours_spans']:.1f} µs a call"),
+        Figure(1, "overhead ratio, with the in-memory tree too", paired.ratio("ours_tree", "sdk"), "x", "",
+               note=f"handle.tracer() (ShiftTree listener first, as the CLI renders it) {us['ours_tree']:.1f} µs"),
         Figure(1, "overhead ratio, content on (SPAN_ONLY)", content, "x", "",
                note=f"ours {us['ours_content']:.1f} µs vs bare SDK with the same content attributes "
                     f"{us['sdk_content']:.1f} µs"),
@@ -200,8 +230,8 @@ def run(smoke: bool = False) -> list[Figure]:
         Figure(1, "no-op OTel tracer, same span", us["noop_otel"], "µs", "",
                note="reference: NoOpTracerProvider, same name and attributes"),
         Figure(1, "cafe NullTracer generation", us["null_cafe"], "µs", "",
-               note="reference: TracingClient over NullTracer"),
+               note="reference: TracingClient over NullTracer (no listeners: no events built)"),
         Figure(1, "copy of one call's input messages", us["input_copy"], "µs", "",
                note=f"what a content-keeping tracer adds ({paired.ratio('input_copy', 'ours'):.0%} of ours, "
-                    "paired); an OTelTracer with content off no longer copies"),
+                    "paired); a tracer with content off copies nothing"),
     ]

@@ -1,4 +1,4 @@
-"""Figure 7's child process: one variant of the same `openai` chat call, timed in a fresh interpreter.
+"""Figure 9's child process: one variant of the same `openai` chat call, timed in a fresh interpreter.
 
 `python -m bench.peer_runner SPEC.json` sets the variant up, warms it up and says `ready`; then
 each `sample N` line on stdin gets one JSON line (seconds a call over N calls, wall and CPU),

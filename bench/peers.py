@@ -1,4 +1,4 @@
-"""Figure 7: what each OpenAI instrumentation adds to one `openai` chat call, ours among them.
+"""Figure 9: what each OpenAI instrumentation adds to one `openai` chat call, ours among them.
 
 The same request (cafe's system prompt and five tool schemas, a mid-shift conversation from
 bench/synthetic.py) goes through the `openai` SDK to an `httpx2.MockTransport` that answers
@@ -362,7 +362,7 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
     how = (f"CPU time a call; {rounds} rounds of a fresh process a variant, {per} samples of {calls} calls "
            f"each, handed out in turn, order rotating")
     rounds_us = ", ".join(f"{v * 1e6:.0f}" for v in paired.samples["bare"])
-    figures = [Figure(7, "bare openai SDK chat call, mock transport", bare_us, "µs", "",
+    figures = [Figure(9, "bare openai SDK chat call, mock transport", bare_us, "µs", "",
                       note=f"{how}; per round {rounds_us} µs; fastest samples {fastest.median('bare') * 1e6:.0f} µs; "
                            f"wall clock {walls.median('bare') * 1e6:.0f} µs; openai {results['bare'][0]['openai']}")]
     live_us = _added(paired, "bare_live")[0]
@@ -376,7 +376,7 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
             if peer.name in blocked or key in failed or key not in keys:
                 reason = ("skipped: not run in --smoke (no peer venvs are made)" if smoke else
                           f"blocked: {blocked.get(peer.name) or failed.get(key, 'not run')}")
-                figures.append(Figure(7, f"{peer.label}{' + metrics' if suffix else ''}: added per call",
+                figures.append(Figure(9, f"{peer.label}{' + metrics' if suffix else ''}: added per call",
                                       None, "µs", note=reason))
                 continue
             added, ratio, low, high = _added(paired, key)
@@ -402,19 +402,19 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
                 + (f", {first['metric_points']} metric points" if first.get("metric_points") else ""))
         if beaten:
             note += f"; not below {', '.join(beaten)}"
-        figures.append(Figure(7, title, added, "µs", "least of all" if peers else "", verdict, note))
+        figures.append(Figure(9, title, added, "µs", "least of all" if peers else "", verdict, note))
 
     spans_only = peer_rows("")
     ours_row("ours", "ours (cafe LiveClient + cafe_otel), spans only: added per call", spans_only)
     with_metrics = peer_rows("+metrics")
     with_metrics.update({k: v for k, v in spans_only.items() if k == "openinference"})  # it records none
     if "ours+metrics" in failed:
-        figures.append(Figure(7, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
+        figures.append(Figure(9, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
                               f"blocked: {failed['ours+metrics']}"))
     elif ours_metrics and "ours+metrics" in keys:
         ours_row("ours+metrics", "ours, spans + metrics: added per call", with_metrics)
     else:
-        figures.append(Figure(7, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
+        figures.append(Figure(9, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
                               "not measured: this cafe_otel records no metrics yet (run(metrics=True) "
                               "once cafe_otel.metrics_listener exists; it is picked up by itself)"))
     return figures

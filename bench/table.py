@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 @dataclass
 class Figure:
-    bench: int  # which of the five benchmarks (1-5)
+    bench: int  # which of the benchmarks (1-7)
     name: str
     value: float | None  # None: not measured (see note)
     unit: str

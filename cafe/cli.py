@@ -12,26 +12,27 @@ import os
 import random
 import secrets
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
+from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
-from cafe.errors import CafeError, ScriptError
+from cafe.errors import CafeError, ScriptError, UsageError
 from cafe.handover import handover_note
 from cafe.loop import ShiftRun, run_shift
 from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
 from cafe.recording import check as recording_check
-from cafe.recording.errors import TranscriptMismatch
+from cafe.recording.errors import ReplayError, TranscriptMismatch
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
-from cafe.trace.clock import TickClock
+from cafe.recording.timeline import Timeline
+from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
@@ -53,16 +54,55 @@ def _read_script(path: str) -> list[str]:
     return script
 
 
+MAX_DECISION_CHARS = 64 * 1024
+MAX_DECISION_DEPTH = 16
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+def _not_a_number(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _parse_decision(text: str) -> Decision:
     kind, _, payload = text.partition("=")
     if kind not in DECISIONS:
-        raise ScriptError(f"--decision {kind!r}: use approve, reject or edit=JSON")
+        raise ScriptError(f"--decision: {len(kind)} characters before '=' are not a decision; "
+                          "use approve, reject or edit=JSON")
     if kind != "edit":
+        if payload:
+            raise ScriptError(f"--decision {kind}: takes no payload (only edit=JSON does)")
         return (kind, None)
+    if len(payload) > MAX_DECISION_CHARS:
+        raise ScriptError(f"--decision edit=...: the payload is longer than {MAX_DECISION_CHARS} characters")
     try:
-        return (kind, json.loads(payload))
+        value = json.loads(payload, parse_constant=_not_a_number)
     except json.JSONDecodeError as error:
         raise ScriptError(f"--decision edit=...: the payload is not JSON ({error.msg})") from None
+    except (ValueError, RecursionError):
+        raise ScriptError("--decision edit=...: the payload is not plain JSON (NaN, Infinity, "
+                          "an overlong number or nesting too deep)") from None
+    if not isinstance(value, dict) or _depth(value) > MAX_DECISION_DEPTH:
+        raise ScriptError("--decision edit=...: the payload must be a JSON object (the edited order, "
+                          'e.g. {"items": ["latte"], "table": 4}), at most '
+                          f"{MAX_DECISION_DEPTH} levels deep")
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:  # 1e999 reads as an infinite float
+        raise ScriptError("--decision edit=...: the payload holds a number too large for JSON") from None
+    return (kind, value)
+
+
+def _recording_path(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file path (an empty path records nothing)")
+    return text
 
 
 def _positive(text: str) -> int:
@@ -72,13 +112,25 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse writes its usage block before an error and exits; cafe's errors are one line
+    with their exit code (2 for usage), so a bad argument is raised like any other error.
+    Subcommand parsers (plugins' included) are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
 def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cafe", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="cafe", description=(__doc__ or "cafe").splitlines()[0])
+    # Its parsers are _Parsers; registrars take any ArgumentParser's subcommands.
+    commands = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+                    parser.add_subparsers(dest="command", required=True))
 
     shift = commands.add_parser("shift", help="run a shift (offline unless COURSE_MODE=live)")
     shift.add_argument("--script", help="customer lines, one per line (default: a two-line order)")
-    shift.add_argument("--record", metavar="PATH", help="record every model call to PATH (JSONL)")
+    shift.add_argument("--record", metavar="PATH", type=_recording_path,
+                       help="record every model call to PATH (JSONL)")
     shift.add_argument("--record-mode", choices=["once", "all"], default="once",
                        help="once: never overwrite a recording (default); all: re-record")
     shift.add_argument("--decision", action="append", metavar="D",
@@ -94,7 +146,14 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
                         help="a request field to ignore when matching, e.g. messages.*.tool_call_id")
     replay.add_argument("--allow-truncated", action="store_true",
                         help="replay the complete calls of a recording whose last line was cut short")
+    replay.add_argument("--max-turns", type=_positive, default=None,
+                        help="turn cap (default: the one the recording was made with)")
+    replay.add_argument("--decision", action="append", metavar="D",
+                        help="consent decisions in order (default: those the recording holds)")
     replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
+    replay.add_argument("--report", metavar="HTML",
+                        help="on a failed replay, write a page of the mismatch to HTML (private: 0600, never "
+                             "overwritten)")
 
     recording_check.register(commands)
     view.register(commands)
@@ -123,31 +182,40 @@ def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
 
 
 def _open_telemetry(
-    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str], clock=None
+    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str],
+    clock: Clock | None = None, client: ChatClient | None = None,
 ) -> TelemetrySession | None:
     for plugin in plugins:
         session = plugin.open_session(args, environ, clock)
         if session is not None:
+            # The client's secrets (the live key) stay out of telemetry as out of recordings.
+            # `protect` is optional for a plugin's session (see cafe.plugins).
+            protect = getattr(session, "protect", None)
+            secrets = secrets_of(client) if client is not None else []
+            if protect is not None and secrets:
+                protect(secrets)
             return session
     return None
 
 
-def _cmd_shift(args, plugins, environ, out, err) -> int:
+def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
+               out: TextIO, err: TextIO) -> int:
     script = _read_script(args.script) if args.script else list(DEFAULT_SCRIPT)
     decisions = [_parse_decision(d) for d in args.decision] if args.decision else list(DEFAULT_DECISIONS)
     seed, rng, conversation_id = _seeded(args.seed)
-    origin_ns = time.time_ns()
+    # One clock for the spans and the recording: call starts are generation starts.
+    timeline = Timeline()
+    origin_ns = timeline.origin_unix_nano
     client = get_client(environ)
-    session = _open_telemetry(plugins, args, environ)
-    tracer = session.tracer if session else Tracer()
+    session = _open_telemetry(plugins, args, environ, clock=timeline, client=client)
+    tracer = session.tracer if session else Tracer(clock=timeline)
     options = {"max_turns": args.max_turns, "conversation_id": conversation_id}
     try:
         if args.record:
             run, _ = record_shift(
                 client, script, args.record, responder=make_responder(decisions), tracer=tracer,
                 mode=args.record_mode, decisions=decisions, seed=seed,
-                scrubber=Scrubber.from_environment(environ),
-                wall_clock_ns=lambda: origin_ns, **options,
+                scrubber=Scrubber.from_environment(environ), timeline=timeline, **options,
             )
         else:
             run = run_shift(client, script, make_responder(decisions), tracer=tracer, **options)
@@ -183,22 +251,35 @@ def _check_transcript(recording: Recording, run: ShiftRun) -> None:
     )
 
 
-def _cmd_replay(args, plugins, environ, out, err) -> int:
+def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
+                out: TextIO, err: TextIO) -> int:
     recording = load_recording(args.path, allow_truncated=args.allow_truncated)
     _, rng, derived_id = _seeded(recording.header.seed or 0)
     conversation_id = recording.header.conversation_id or derived_id
     origin_ns = recording.header.clock_origin_unix_nano or 0
+    explicit: dict[str, Any] = {"conversation_id": conversation_id}
+    if args.max_turns is not None:
+        explicit["max_turns"] = args.max_turns
+    responder = make_responder([_parse_decision(d) for d in args.decision]) if args.decision else None
+    if args.report:
+        view.check_page_path(args.report)  # before the replay, not after it failed
     session = _open_telemetry(plugins, args, environ, clock=None)
     tracer = session.tracer if session else Tracer(clock=TickClock())
     try:
         run, _ = replay_shift(
             recording,
             _read_script(args.script) if args.script else None,
+            responder=responder,
             tracer=tracer,
             ignore=args.ignore,
             scrubber=Scrubber.from_environment(environ),
-            conversation_id=conversation_id,
+            **explicit,
         )
+    except ReplayError as error:
+        if args.report:
+            view.write_mismatch_report(args.report, recording, error)
+            out.write(f"wrote the mismatch report {args.report} (private, mode 0600)\n")
+        raise
     finally:
         report = session.close() if session else []
     for line in report:
@@ -206,12 +287,19 @@ def _cmd_replay(args, plugins, environ, out, err) -> int:
     _check_transcript(recording, run)
     if args.show:
         _print_shift(out, run, tracer, handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng))
-    matched = "transcript matches" if recording.ending else "no end line recorded, calls matched"
+    matched = ("transcript matches" if recording.ending else
+               "no end line recorded (the shift did not finish): stopped after its last recorded call")
     out.write(
         f"replayed {run.model_calls} call(s) from {args.path} with 0 model calls: {matched}; "
         f"every recorded call used; stop reason {run.stop_reason}\n"
     )
     return 0
+
+
+def _one_line(error: BaseException, text: str | None = None) -> str:
+    """The error and its notes (where a failed recording left its calls) on one line."""
+    parts = [str(error) if text is None else text, *getattr(error, "__notes__", ())]
+    return "; ".join(part.replace("\n", " ") for part in parts if part)
 
 
 def main(
@@ -225,18 +313,22 @@ def main(
     environ = os.environ if environ is None else environ
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        plugins = load_plugins(lambda line: err.write(line + "\n"))
+        def warn(line: str) -> None:
+            err.write(line + "\n")
+
+        plugins = load_plugins(warn)
         args = _build_parser(plugins).parse_args(argv)
         if args.command == "shift":
             return _cmd_shift(args, plugins, environ, out, err)
         if args.command == "replay":
             return _cmd_replay(args, plugins, environ, out, err)
-        return args.run(args, environ, out, err)
+        code: int = args.run(args, environ, out, err)
+        return code
     except CafeError as error:
-        err.write(f"cafe: error: {error}\n")
+        err.write(f"cafe: error: {_one_line(error)}\n")
         return error.exit_code
-    except KeyboardInterrupt:
-        err.write("cafe: interrupted\n")
+    except KeyboardInterrupt as error:
+        err.write(f"cafe: {_one_line(error, 'interrupted')}\n")
         return 130
     except Exception as error:
         if environ.get("CAFE_DEBUG"):

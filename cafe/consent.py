@@ -15,10 +15,12 @@ from typing import Any
 
 from cafe.arguments import check_arguments
 from cafe.orders import Ticket
+from cafe.outcomes import ConsentDecision, ConsentOutcome, ToolStatus
 from cafe.tools import PROPOSE_ORDER
 
-APPROVE, REJECT, EDIT = "approve", "reject", "edit"
-DECISIONS = frozenset({APPROVE, REJECT, EDIT})
+# The seed's names for the decisions: members of ConsentDecision (equal to their strings).
+APPROVE, REJECT, EDIT = ConsentDecision.APPROVE, ConsentDecision.REJECT, ConsentDecision.EDIT
+DECISIONS = frozenset(ConsentDecision)
 
 Decision = tuple[str, Any]
 Responder = Callable[[str, Ticket], Decision]
@@ -48,13 +50,13 @@ class Approval:
 class GateEntry:
     turn: int
     round: int
-    decision: str
-    status: str
+    decision: str  # what the responder said (a ConsentDecision, or whatever else it answered)
+    status: ConsentOutcome
 
 
 @dataclass
 class GateOutcome:
-    status: str  # approved | rejected | rounds_exhausted
+    status: ToolStatus  # APPROVED | REJECTED | ROUNDS_EXHAUSTED
     approval: Approval | None = None
 
 
@@ -71,15 +73,15 @@ class ConsentGate:
             if decision == APPROVE:
                 approval = Approval(f"A{len(self.approvals) + 1}", ticket, turn)
                 self.approvals.append(approval)
-                self.log.append(GateEntry(turn, round_number, decision, "approved"))
-                return GateOutcome("approved", approval)
+                self.log.append(GateEntry(turn, round_number, decision, ConsentOutcome.APPROVED))
+                return GateOutcome(ToolStatus.APPROVED, approval)
             if decision == REJECT:
-                self.log.append(GateEntry(turn, round_number, decision, "rejected"))
-                return GateOutcome("rejected")
+                self.log.append(GateEntry(turn, round_number, decision, ConsentOutcome.REJECTED))
+                return GateOutcome(ToolStatus.REJECTED)
             if decision != EDIT:
                 # A responder that answers something else has not consented: that is a no.
-                self.log.append(GateEntry(turn, round_number, str(decision), "unknown_decision"))
-                return GateOutcome("rejected")
+                self.log.append(GateEntry(turn, round_number, str(decision), ConsentOutcome.UNKNOWN_DECISION))
+                return GateOutcome(ToolStatus.REJECTED)
             # An edit is re-validated exactly like a proposal and shown again.
             edited = check_arguments(PROPOSE_ORDER, json.dumps(payload))
             if edited.ok:
@@ -89,7 +91,7 @@ class ConsentGate:
                     items,
                     allergen_checked=all(item in allergen_checked for item in items),
                 )
-                self.log.append(GateEntry(turn, round_number, decision, "edited"))
+                self.log.append(GateEntry(turn, round_number, decision, ConsentOutcome.EDITED))
             else:
-                self.log.append(GateEntry(turn, round_number, decision, "edit_invalid"))
-        return GateOutcome("rounds_exhausted")
+                self.log.append(GateEntry(turn, round_number, decision, ConsentOutcome.EDIT_INVALID))
+        return GateOutcome(ToolStatus.ROUNDS_EXHAUSTED)

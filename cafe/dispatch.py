@@ -16,17 +16,18 @@ from cafe.consent import ConsentGate
 from cafe.executor import FIRED, ProtectedExecutor
 from cafe.menu import ALTERNATIVES, EIGHTY_SIXED, MENU, cents_to_eur
 from cafe.orders import OrderState, Ticket
+from cafe.outcomes import StopReason, ToolStatus
 from cafe.repair import RepairBudget, feedback
 
-OK, INVALID = "ok", "invalid"
+OK, INVALID = ToolStatus.OK, ToolStatus.INVALID  # the seed's names
 
 
 @dataclass
 class ToolOutcome:
     result: dict[str, Any]
-    status: str
+    status: ToolStatus
     # Set when this call must end the shift: consent_violation or retries_exhausted.
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     ticket_number: int | None = None
 
 
@@ -50,7 +51,7 @@ class ToolDispatcher:
             return ToolOutcome(
                 feedback(checked, self.budget),
                 INVALID,
-                stop_reason=None if may_retry else "retries_exhausted",
+                stop_reason=None if may_retry else StopReason.RETRIES_EXHAUSTED,
             )
         arguments = checked.arguments
         if name == t.PRICE_CHECK:
@@ -95,11 +96,11 @@ class ToolDispatcher:
             return ToolOutcome({"status": outcome.status}, outcome.status)
         return ToolOutcome(
             {
-                "status": "approved",
+                "status": ToolStatus.APPROVED,
                 "approval_id": outcome.approval.approval_id,
                 "ticket": outcome.approval.ticket.as_dict(),
             },
-            "approved",
+            ToolStatus.APPROVED,
         )
 
     def _fire(self, arguments: dict[str, Any], turn: int, call_id: str) -> ToolOutcome:
@@ -112,14 +113,14 @@ class ToolDispatcher:
                 ticket_number=fired.number,
             )
         reasons = {
-            "refused": "no approved order to fire",
-            "aborted": "the request differs from the approved order (table or items)",
-            "duplicate": "this approval was already fired; a second fire is refused",
+            ToolStatus.REFUSED: "no approved order to fire",
+            ToolStatus.ABORTED: "the request differs from the approved order (table or items)",
+            ToolStatus.DUPLICATE: "this approval was already fired; a second fire is refused",
         }
         return ToolOutcome(
             {"error": f"fire {attempt.status}: {reasons[attempt.status]}", "status": attempt.status},
             attempt.status,
-            stop_reason="consent_violation",
+            stop_reason=StopReason.CONSENT_VIOLATION,
         )
 
     def _close(self, table: int) -> dict[str, Any]:

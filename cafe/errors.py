@@ -10,6 +10,12 @@ class CafeError(Exception):
     exit_code = 1
 
 
+class UsageError(CafeError):
+    """A bad option or argument on the command line."""
+
+    exit_code = 2
+
+
 class ConfigurationError(CafeError):
     exit_code = 20
 

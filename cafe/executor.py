@@ -13,15 +13,17 @@ from typing import Any
 
 from cafe.consent import Approval
 from cafe.orders import FiredTicket, OrderState
+from cafe.outcomes import ToolStatus
 
-FIRED, REFUSED, ABORTED, DUPLICATE = "fired", "refused", "aborted", "duplicate"
+# The seed's names for the fire outcomes: members of ToolStatus.
+FIRED, REFUSED, ABORTED, DUPLICATE = ToolStatus.FIRED, ToolStatus.REFUSED, ToolStatus.ABORTED, ToolStatus.DUPLICATE
 
 
 @dataclass
 class FireAttempt:
     turn: int
     call_id: str
-    status: str
+    status: ToolStatus
     approval_id: str | None = None
     ticket_number: int | None = None
     duplicate_of_turn: int | None = None

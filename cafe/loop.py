@@ -12,27 +12,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cafe.clients.base import ChatClient, Message, first_message, tool_calls_of
-from cafe.consent import Approval, ConsentGate, GateEntry, Responder
+from cafe.consent import DECISIONS, Approval, ConsentGate, GateEntry, Responder
 from cafe.dispatch import ToolDispatcher
 from cafe.executor import FireAttempt, ProtectedExecutor
 from cafe.orders import FiredTicket, OrderState, ToolLogEntry
+from cafe.outcomes import ConsentDecision, StopReason, ToolStatus
 from cafe.prompt import SYSTEM_PROMPT
 from cafe.repair import RepairBudget
 from cafe.tools import TOOL_SCHEMAS
-from cafe.trace.span import PHASE, SHIFT, TOOL, ToolCall
+from cafe.trace.events import Phase
 from cafe.trace.tracer import NullTracer, Tracer
 from cafe.trace.tracing_client import TracingClient
 
-ANSWERED = "answered"
-SCRIPT_DONE = "script_done"
-TURN_CAP = "turn_cap"
-CONSENT_VIOLATION = "consent_violation"
-RETRIES_EXHAUSTED = "retries_exhausted"
-STOP_REASONS = (ANSWERED, SCRIPT_DONE, TURN_CAP, CONSENT_VIOLATION, RETRIES_EXHAUSTED)
+# The seed's names for the stop reasons, kept importable: they are the enum's members.
+ANSWERED = StopReason.ANSWERED
+SCRIPT_DONE = StopReason.SCRIPT_DONE
+TURN_CAP = StopReason.TURN_CAP
+CONSENT_VIOLATION = StopReason.CONSENT_VIOLATION
+RETRIES_EXHAUSTED = StopReason.RETRIES_EXHAUSTED
+STOP_REASONS = tuple(StopReason)
 
 AGENT_NAME = "cafe-counter"
 DEFAULT_CONVERSATION_ID = "shift-1"
-CANCELLED = "cancelled"
+CANCELLED = ToolStatus.CANCELLED
 
 
 @dataclass
@@ -42,7 +44,7 @@ class ShiftRun:
     approvals: list[Approval]
     gate_log: list[GateEntry]
     fires: list[FireAttempt]
-    stop_reason: str
+    stop_reason: StopReason
     turns_used: int
     model_calls: int
     repairs_used: int
@@ -62,7 +64,7 @@ class ShiftRun:
 @dataclass
 class _Turn:
     number: int
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -83,14 +85,13 @@ def run_shift(
     system_prompt: str = SYSTEM_PROMPT,
 ) -> ShiftRun:
     tracer = tracer if tracer is not None else NullTracer()
-    if not isinstance(tracer, NullTracer) and not isinstance(client, TracingClient):
+    if tracer.listening and not isinstance(client, TracingClient):
         client = TracingClient(client, tracer)
     lines = list(user_turns)
-    with tracer.span(
-        "shift", SHIFT, agent=AGENT_NAME, conversation_id=conversation_id,
-        model=client.model, provider=client.provider,
+    with tracer.shift(
+        agent=AGENT_NAME, conversation_id=conversation_id, model=client.model, provider=client.provider,
     ) as shift_span:
-        with tracer.span("setup", PHASE, phase="setup"):
+        with tracer.phase(Phase.SETUP):
             state = OrderState()
             gate = ConsentGate(responder)
             executor = ProtectedExecutor(state, gate.approvals)
@@ -98,18 +99,18 @@ def run_shift(
             dispatcher = ToolDispatcher(state, gate, executor, budget)
             messages: list[Message] = [{"role": "system", "content": system_prompt}]
 
-        stop_reason: str | None = None
+        stop_reason: StopReason | None = None
         turns = 0
         needs_customer = True
         while stop_reason is None:
             if needs_customer and not lines:
-                stop_reason = SCRIPT_DONE
+                stop_reason = StopReason.SCRIPT_DONE
                 break
             if turns >= max_turns:
-                stop_reason = TURN_CAP
+                stop_reason = StopReason.TURN_CAP
                 break
             turns += 1
-            with tracer.span(f"turn {turns}", PHASE, phase="turn", turn=turns) as turn_span:
+            with tracer.phase(Phase.TURN, turns) as turn_span:
                 if needs_customer:
                     messages.append({"role": "user", "content": lines.pop(0)})
                 response = client.chat(messages, TOOL_SCHEMAS, temperature)
@@ -122,12 +123,11 @@ def run_shift(
                 elif lines:
                     needs_customer = True
                 else:
-                    stop_reason = ANSWERED
-                if stop_reason:
-                    turn_span.set(stop_reason=stop_reason)
+                    stop_reason = StopReason.ANSWERED
+                turn_span.stop_reason = stop_reason
 
-        with tracer.span("wrapup", PHASE, phase="wrapup"):
-            shift_span.set(stop_reason=stop_reason, turns=turns, tickets=len(state.fired))
+        with tracer.phase(Phase.WRAPUP):
+            shift_span.finish(stop_reason, turns, len(state.fired), budget.used)
             return ShiftRun(
                 messages=messages,
                 state=state,
@@ -151,27 +151,36 @@ def _run_tool_calls(
     messages: list[Message],
     calls: list[dict[str, Any]],
     turn: int,
-) -> str | None:
+) -> StopReason | None:
     """Run a batch in order; after a call that ends the shift, the rest are cancelled
     (answered with an error so the conversation stays well-formed)."""
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
+    gate_log = dispatcher.gate.log
     for call in calls:
         function = call.get("function") or {}
         name = str(function.get("name"))
         call_id = str(call.get("id"))
-        with tracer.span(name, TOOL, tool=name, call_id=call_id) as tool_span:
+        arguments = function.get("arguments")
+        with tracer.tool(name, call_id=call_id, arguments=arguments) as tool_span:
+            status: ToolStatus
             if stop_reason is None:
-                outcome = dispatcher.run(name, function.get("arguments"), turn=turn, call_id=call_id)
+                seen = len(gate_log)
+                outcome = dispatcher.run(name, arguments, turn=turn, call_id=call_id)
                 result, status = outcome.result, outcome.status
                 stop_reason = outcome.stop_reason
+                for entry in gate_log[seen:]:
+                    known = entry.decision in DECISIONS
+                    tracer.consent_decided(entry.turn, entry.round, entry.status,
+                                           ConsentDecision(entry.decision) if known else None)
                 if outcome.ticket_number is not None:
-                    tool_span.set(ticket_number=outcome.ticket_number)
+                    tool_span.ticket_number = outcome.ticket_number
+                    tracer.ticket_fired(outcome.ticket_number, turn)
             else:
                 result = {"error": f"cancelled: an earlier call in this batch ended the shift ({stop_reason})"}
-                status = CANCELLED
-            tool_span.set(status=status)
+                status = ToolStatus.CANCELLED
+            tool_span.status = status
             content = _compact(result)
-            tool_span.tool_call = ToolCall(arguments=function.get("arguments"), result=content)
+            tool_span.result = content
         state.tool_log.append(ToolLogEntry(turn, call_id, name, status))
         messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
     return stop_reason

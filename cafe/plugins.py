@@ -17,6 +17,9 @@ from cafe.trace.tracer import Tracer
 
 
 class TelemetrySession(Protocol):
+    """May also have `protect(secrets: list[str])`: the harness hands it the client's
+    secrets (as it hands them to a recording's scrubber) before the shift starts."""
+
     tracer: Tracer
 
     def close(self) -> list[str]:
@@ -28,7 +31,9 @@ class CliPlugin(Protocol):
     name: str
 
     def register(
-        self, commands: argparse._SubParsersAction, shift_parsers: list[argparse.ArgumentParser]
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        shift_parsers: list[argparse.ArgumentParser],
     ) -> None: ...
 
     def open_session(

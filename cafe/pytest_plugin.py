@@ -22,6 +22,10 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
+
+pytest imports this module in every session on a machine where cafe is installed, used or
+not, so it imports nothing of the harness at module level: the recording machinery (and
+jsonschema with it) is loaded only when a test asks for the fixture.
 """
 
 from __future__ import annotations
@@ -32,17 +36,20 @@ import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cafe.recording.errors import NetworkRefused, RecordingError, ReplayError
-from cafe.recording.modes import RecordMode
-from cafe.recording.reader import load_recording
-from cafe.recording.replay import ReplayClient
-from cafe.recording.writer import RecordingClient
+if TYPE_CHECKING:
+    from cafe.recording.errors import ReplayError
+    from cafe.recording.modes import RecordMode
+    from cafe.recording.replay import ReplayClient
 
-_REPLAY = pytest.StashKey[ReplayClient]()
+# The values of cafe.recording.modes.RecordMode, spelt out so that adding the option does
+# not import cafe.recording (a test keeps the two equal).
+RECORD_MODES = ("once", "all", "none")
+
+_REPLAY: pytest.StashKey[ReplayClient] = pytest.StashKey()
 _CALL_PASSED = pytest.StashKey[bool]()
 
 
@@ -50,12 +57,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("cafe", "cafe recordings")
     group.addoption(
         "--cafe-record-mode",
-        choices=[mode.value for mode in RecordMode],
+        choices=RECORD_MODES,
         default=None,
         help="once: record only when a test has no recording (default); all: re-record; "
              "none: never record (a missing recording fails the test)",
     )
-    parser.addini("cafe_record_mode", "default for --cafe-record-mode", default=RecordMode.ONCE.value)
+    parser.addini("cafe_record_mode", "default for --cafe-record-mode", default="once")
+    group.addoption(
+        "--cafe-report-dir",
+        default=None,
+        metavar="DIR",
+        help="on a failed replay, write a page of the mismatch to DIR/<recording>.html (private: 0600)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def record_mode(config: pytest.Config) -> RecordMode:
+    from cafe.recording.modes import RecordMode
+
     chosen = config.getoption("--cafe-record-mode") or config.getini("cafe_record_mode")
     try:
         return RecordMode.parse(chosen)
@@ -99,6 +114,11 @@ def cafe_model_client() -> Any:
 def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A chat client that records this test's model calls on its first run and replays
     them afterwards, with the network refused and exhaustion checked."""
+    from cafe.recording.errors import RecordingError, TruncatedRecording
+    from cafe.recording.modes import RecordMode
+    from cafe.recording.reader import load_recording
+    from cafe.recording.replay import ReplayClient
+
     marker = request.node.get_closest_marker("cafe_recording")
     options = marker.kwargs if marker else {}
     mode = record_mode(request.config)
@@ -112,39 +132,57 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
             "(run once with --cafe-record-mode=once to record it)",
             pytrace=False,
         )
+    failure = None
     try:
         recording = load_recording(path, allow_truncated=bool(options.get("allow_truncated")))
         client = ReplayClient(recording, ignore=tuple(options.get("ignore", ())))
+    except TruncatedRecording as error:
+        # Its own message suggests the command line's flag; a test says it with the marker.
+        failure = str(error) if error.line == 1 else (
+            f"{error.path}:{error.line}: the last line is truncated (the recorder stopped "
+            f"mid-write); mark the test @pytest.mark.cafe_recording(allow_truncated=True) to "
+            f"replay the {error.complete_calls} complete call(s) before it"
+        )
     except RecordingError as error:
-        pytest.fail(f"cafe: {error}", pytrace=False)
+        failure = str(error)
+    if failure is not None:
+        # Out of the except block: the chained original would repeat what it says.
+        pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[_REPLAY] = client
     with _network_refused(path):
         yield client
 
 
 def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
+    from cafe.recording.errors import RecordingError
+    from cafe.recording.modes import RecordMode
+    from cafe.recording.writer import RecordingClient
+
     inner = request.getfixturevalue("cafe_model_client")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
     try:
-        client = RecordingClient(inner, partial, mode=RecordMode.ALL)
+        # The writer records to PATH.partial and renames it into place on close.
+        client = RecordingClient(inner, path, mode=RecordMode.ALL)
     except RecordingError as error:
         pytest.fail(f"cafe: {error}", pytrace=False)
     try:
         yield client
     finally:
-        client.close()
         if request.node.stash.get(_CALL_PASSED, False):
-            os.replace(partial, path)
+            client.close()
         else:
             # A failed test's calls hold customer text and are no contract: drop them.
-            with contextlib.suppress(FileNotFoundError):
-                partial.unlink()
+            kept = client.abort()
+            if kept is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    kept.unlink()
 
 
 @contextlib.contextmanager
 def _network_refused(path: Path) -> Iterator[None]:
     """Refuse every connection and name lookup that is not a local Unix socket."""
+    from cafe.recording.errors import NetworkRefused
+
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
     original_getaddrinfo = socket.getaddrinfo
@@ -170,8 +208,9 @@ def _network_refused(path: Path) -> Iterator[None]:
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         raise NetworkRefused(path, f"{host}:{port} (a name lookup)")
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    # Patching a C type's methods: typeshed's signatures cannot be met by a wrapper.
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
     socket.getaddrinfo = getaddrinfo
     try:
         yield
@@ -184,20 +223,47 @@ def _network_refused(path: Path) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     replay = item.stash.get(_REPLAY, None)
+    if replay is None:
+        # Not a replaying test (most, in a session that does not use cafe): nothing to check
+        # but whether the body passed, which a recording needs to be kept.
+        result = yield
+        item.stash[_CALL_PASSED] = True
+        return result
+    from cafe.recording.errors import ReplayError
+
     failure: ReplayError | None = None
     try:
         result = yield  # raises when the test body failed: that failure says more
     except ReplayError as error:
-        if replay is None:
-            raise
         # One line, not a traceback: the frames' arguments would print the conversation.
         failure = error
-    if failure is None and replay is not None and replay.unused:
+    if failure is None and replay.unused:
         try:
             replay.assert_exhausted()
         except ReplayError as error:
             failure = error
     if failure is not None:
-        pytest.fail(f"cafe: {failure}", pytrace=False)
+        pytest.fail(f"cafe: {failure}{_report(item, replay, failure)}", pytrace=False)
     item.stash[_CALL_PASSED] = True
     return result
+
+
+def _report(item: pytest.Item, replay: ReplayClient, failure: ReplayError) -> str:
+    """With --cafe-report-dir: the mismatch page, named after the recording, never over
+    another; returns the clause naming it for the failure line."""
+    directory = item.config.getoption("--cafe-report-dir")
+    if not directory:
+        return ""
+    from cafe.view import PageUnwritable, write_mismatch_report
+
+    base = Path(directory) / replay.recording.path.stem
+    for attempt in range(1, 100):
+        target = base.with_name(f"{base.name}.html" if attempt == 1 else f"{base.name}-{attempt}.html")
+        if os.path.lexists(target):
+            continue
+        try:
+            write_mismatch_report(target, replay.recording, failure)
+        except PageUnwritable as error:
+            return f" (no report: {error})"
+        return f" (report: {target})"
+    return " (no report: 99 reports of this recording already in the directory)"

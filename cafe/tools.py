@@ -61,5 +61,6 @@ TOOL_NAMES: frozenset[str] = frozenset(tool["function"]["name"] for tool in TOOL
 def parameters_of(name: str) -> dict[str, Any]:
     for tool in TOOL_SCHEMAS:
         if tool["function"]["name"] == name:
-            return tool["function"]["parameters"]
+            parameters: dict[str, Any] = tool["function"]["parameters"]
+            return parameters
     raise KeyError(name)

@@ -23,7 +23,7 @@ def _line(message: dict[str, Any]) -> list[str]:
         lines.append(f"{role}: {message['content']}")
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        arguments = function.get("arguments")
+        arguments: Any = function.get("arguments")
         # Invalid JSON arguments are part of the conversation as sent, so they stay raw.
         with contextlib.suppress(TypeError, ValueError):
             arguments = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))

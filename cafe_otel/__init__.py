@@ -11,10 +11,12 @@ from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.failsoft import FailSoftSpanExporter
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor, sanitise_span
+from cafe_otel.metrics_listener import MetricsListener
 from cafe_otel.otlp import describe, diff, encode
 from cafe_otel.recording_export import export_recording
 from cafe_otel.semconv import GENAI_SEMCONV_VERSION, SCHEMA_URL
 from cafe_otel.settings import TelemetryConfigError, resolve_settings
+from cafe_otel.span_listener import SpanListener
 from cafe_otel.tracer import OTelTracer
 
 __all__ = [
@@ -24,8 +26,10 @@ __all__ = [
     "CaptureMode",
     "FailSoftSpanExporter",
     "MetadataOnlySpanProcessor",
+    "MetricsListener",
     "OTelTracer",
     "SequentialIdGenerator",
+    "SpanListener",
     "TelemetryAccount",
     "TelemetryConfigError",
     "TelemetryHandle",

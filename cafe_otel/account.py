@@ -3,12 +3,41 @@
 Every place that can lose a span counts it here, so the report at exit is honest. The
 last error is a short text of our own making (operation, exporter class, endpoint,
 exception class): never an exception message that could echo span content.
+
+The counts line up with the SDK's own self-observability metrics (semconv `otel.sdk.*`):
+a span lost before it reached the exporter is `otel.sdk.processor.span.processed` with an
+`error.type` (`queue_full` and `already_shutdown` are the SDK's values; `shutdown_timeout`
+and `redaction_failed` are ours); an export's outcome is `otel.sdk.exporter.span.exported`,
+without `error.type` when delivered, else with its cause (`timeout`, `busy`, `failure`,
+`already_shutdown` or the exception's class name, as the SDK's exporters name it).
+A metric export's outcome is `otel.sdk.exporter.metric_data_point.exported`, counted in
+data points (a cumulative point goes out again at every export), with the same causes.
+`points()` gives them under those names.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+PROCESSOR_SPAN_PROCESSED = "otel.sdk.processor.span.processed"
+EXPORTER_SPAN_EXPORTED = "otel.sdk.exporter.span.exported"
+EXPORTER_METRIC_POINTS_EXPORTED = "otel.sdk.exporter.metric_data_point.exported"
+
+QUEUE_FULL = "queue_full"
+ALREADY_SHUTDOWN = "already_shutdown"
+SHUTDOWN_TIMEOUT = "shutdown_timeout"
+REDACTION_FAILED = "redaction_failed"
+FAILURE = "failure"  # the exporter returned FAILURE and said no more
+
+
+@dataclass(frozen=True)
+class Point:
+    """One count under the SDK's metric name; `error_type` None means delivered."""
+
+    name: str
+    error_type: str | None
+    value: int
 
 
 @dataclass(frozen=True)
@@ -20,11 +49,33 @@ class AccountSnapshot:
     dropped_unflushed: int
     mirror_errors: int
     last_error: str | None
+    dropped_after_shutdown: int = 0
+    export_failed_by_type: dict[str, int] = field(default_factory=dict)
+    metrics_enabled: bool = False
+    metric_points_exported: int = 0
+    metric_points_dropped_by_type: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def metric_points_dropped(self) -> int:
+        return sum(self.metric_points_dropped_by_type.values())
 
     @property
     def dropped(self) -> int:
-        return (self.dropped_export_failed + self.dropped_queue_full
-                + self.dropped_redaction_failed + self.dropped_unflushed)
+        return (self.dropped_export_failed + self.dropped_queue_full + self.dropped_redaction_failed
+                + self.dropped_unflushed + self.dropped_after_shutdown)
+
+    def points(self) -> list[Point]:
+        found = [Point(EXPORTER_SPAN_EXPORTED, None, self.exported)]
+        found += [Point(EXPORTER_SPAN_EXPORTED, kind, n) for kind, n in sorted(self.export_failed_by_type.items())]
+        found += [Point(PROCESSOR_SPAN_PROCESSED, kind, n) for kind, n in (
+            (QUEUE_FULL, self.dropped_queue_full), (ALREADY_SHUTDOWN, self.dropped_after_shutdown),
+            (SHUTDOWN_TIMEOUT, self.dropped_unflushed), (REDACTION_FAILED, self.dropped_redaction_failed),
+        ) if n]
+        if self.metrics_enabled:
+            found.append(Point(EXPORTER_METRIC_POINTS_EXPORTED, None, self.metric_points_exported))
+            found += [Point(EXPORTER_METRIC_POINTS_EXPORTED, kind, n)
+                      for kind, n in sorted(self.metric_points_dropped_by_type.items())]
+        return found
 
 
 class TelemetryAccount:
@@ -34,27 +85,51 @@ class TelemetryAccount:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._exported = 0
-        self._export_failed = 0
+        self._export_failed: dict[str, int] = {}
         self._queue_full = 0
+        self._after_shutdown = 0
         self._redaction_failed = 0
         self._unflushed = 0
         self._mirror_errors = 0
         self._last_error: str | None = None
         self._last_note: str | None = None
+        self._withheld: dict[str, int] = {}
+        self._metrics_enabled = False
+        self._metric_points_exported = 0
+        self._metric_points_dropped: dict[str, int] = {}
+
+    def enable_metrics(self) -> None:
+        """A metrics pipeline exists: the report counts its data points too."""
+        with self._lock:
+            self._metrics_enabled = True
+
+    def add_metric_points_exported(self, count: int) -> None:
+        with self._lock:
+            self._metric_points_exported += count
+
+    def add_metric_points_dropped(self, count: int, error: str, error_type: str = FAILURE) -> None:
+        with self._lock:
+            self._metric_points_dropped[error_type] = self._metric_points_dropped.get(error_type, 0) + count
+            self._last_error = error
 
     def add_exported(self, count: int) -> None:
         with self._lock:
             self._exported += count
 
-    def add_export_failed(self, count: int, error: str) -> None:
+    def add_export_failed(self, count: int, error: str, error_type: str = FAILURE) -> None:
         with self._lock:
-            self._export_failed += count
+            self._export_failed[error_type] = self._export_failed.get(error_type, 0) + count
             self._last_error = error
 
     def add_queue_full(self, count: int = 1) -> None:
         with self._lock:
             self._queue_full += count
             self._last_error = "span queue full: spans dropped before export"
+
+    def add_after_shutdown(self, count: int = 1) -> None:
+        with self._lock:
+            self._after_shutdown += count
+            self._last_error = "span ended after telemetry shutdown; dropped"
 
     def add_redaction_failed(self, error: str) -> None:
         with self._lock:
@@ -71,6 +146,17 @@ class TelemetryAccount:
             self._mirror_errors += 1
             self._last_error = error
 
+    def add_withheld(self, field: str) -> None:
+        """A value that did not fit its declared shape was withheld from a span (the span
+        itself went on). Counted by key or field name; the value is never kept."""
+        with self._lock:
+            self._withheld[field] = self._withheld.get(field, 0) + 1
+
+    @property
+    def withheld(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._withheld)
+
     def note_error(self, error: str) -> None:
         """A failure that lost no span (a flush or shutdown that did not answer): kept
         apart so that it does not hide the error that did lose spans."""
@@ -79,9 +165,15 @@ class TelemetryAccount:
 
     def snapshot(self) -> AccountSnapshot:
         with self._lock:
-            return AccountSnapshot(self._exported, self._export_failed, self._queue_full,
+            return AccountSnapshot(self._exported, sum(self._export_failed.values()), self._queue_full,
                                    self._redaction_failed, self._unflushed, self._mirror_errors,
-                                   self._last_error)
+                                   self._last_error, self._after_shutdown, dict(self._export_failed),
+                                   self._metrics_enabled, self._metric_points_exported,
+                                   dict(self._metric_points_dropped))
+
+    def points(self) -> list[Point]:
+        """The counts under the SDK's self-observability metric names and error types."""
+        return self.snapshot().points()
 
     @property
     def exported(self) -> int:
@@ -104,6 +196,10 @@ class TelemetryAccount:
         return self.snapshot().dropped_unflushed
 
     @property
+    def dropped_after_shutdown(self) -> int:
+        return self.snapshot().dropped_after_shutdown
+
+    @property
     def dropped(self) -> int:
         return self.snapshot().dropped
 
@@ -123,12 +219,18 @@ class TelemetryAccount:
         reasons = [f"{n} {label}" for n, label in (
             (s.dropped_export_failed, "export failed"), (s.dropped_queue_full, "queue full"),
             (s.dropped_redaction_failed, "redaction failed"), (s.dropped_unflushed, "not flushed in time"),
+            (s.dropped_after_shutdown, "ended after shutdown"),
         ) if n]
         if reasons:
             line += " (" + ", ".join(reasons) + ")"
         if s.mirror_errors:
             line += f", {s.mirror_errors} mirror errors"
-        if s.last_error and (s.dropped or s.mirror_errors):
+        withheld = sum(self.withheld.values())
+        if withheld:
+            line += f", {withheld} values withheld (not metadata-shaped)"
+        if s.metrics_enabled:
+            line += f"; {s.metric_points_exported} metric points exported, {s.metric_points_dropped} dropped"
+        if s.last_error and (s.dropped or s.mirror_errors or s.metric_points_dropped):
             line += f"; last error: {s.last_error}"
         elif note:
             line += f"; note: {note}"

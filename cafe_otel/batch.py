@@ -1,11 +1,16 @@
-"""`BoundedBatchSpanProcessor`: batching whose losses are counted and whose waits end.
+"""`BoundedBatchSpanProcessor`: batching whose every span is counted and whose waits end.
 
-Why our own rather than the SDK's `BatchSpanProcessor`: that one drops the oldest span
-silently when its queue is full (no public counter to read), ignores the timeout of
-`force_flush`, and its `shutdown()` can block for up to 30 s. Counting through its public
-behaviour is not possible, so this small processor has a bounded, non-blocking queue
-(a full queue drops the new span and counts it), one daemon worker thread, and
-`force_flush`/`shutdown` that return within their bound and count what is left behind.
+Why our own rather than the SDK's `BatchSpanProcessor` (1.45): that one ignores its
+exporter's result and only logs an exporter that raises, so a failed batch is lost without
+a count anyone can read; its queue-full and after-shutdown drops are logged and, only with
+`OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED=true` and a meter provider, counted in the
+`otel.sdk.processor.span.processed` metric, which is not readable back in process;
+`force_flush` ignores its timeout and a hung exporter holds it, and `shutdown()` can block
+for 30 s. Ours has a bounded, non-blocking queue (a full queue drops the new span and counts
+it), one daemon worker, and puts every exporter call (export, force_flush, shutdown) through
+the fail-soft boundary, so an exporter that raises, hangs or fails costs a count, never the
+worker. Every sampled span handed to `on_end` is settled exactly once: exported, or dropped
+with a cause (see `cafe_otel.account`), whatever the exporter does.
 """
 
 from __future__ import annotations
@@ -13,13 +18,32 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from dataclasses import dataclass, field
 
 from opentelemetry.context import Context
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from cafe_otel.account import TelemetryAccount
-from cafe_otel.failsoft import FailSoftSpanExporter
+from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
+from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, SHUTDOWN_TIMEOUT, TelemetryAccount
+from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
+from cafe_otel.processor_metrics import ProcessorMetrics
+
+
+@dataclass
+class _Batch:
+    """A batch handed to the exporter; settled once, by its outcome or by shutdown."""
+
+    count: int
+    _settled: bool = field(default=False)
+
+    def settle(self, lock: threading.Lock) -> bool:
+        with lock:
+            if self._settled:
+                return False
+            self._settled = True
+            return True
 
 
 class BoundedBatchSpanProcessor(SpanProcessor):
@@ -32,21 +56,43 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         max_export_batch_size: int = 512,
         schedule_delay: float = 1.0,
         shutdown_timeout: float = 5.0,
+        export_timeout: float = 5.0,
+        export_grace: float = GRACE_SECONDS,
+        target: str | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
+        """An export that has not answered within `export_timeout` + `export_grace` seconds
+        has its batch counted as lost and the worker moves on (the grace lets an OTLP
+        exporter given the same timeout finish its last try). `target` names where spans go
+        in error texts (e.g. "grpc http://host:4317"; default: the exporter's class). With a
+        `meter_provider`, the processor also reports the SDK's `otel.sdk.processor.span.*`
+        metrics (see `cafe_otel.processor_metrics`)."""
         if max_queue_size < 1 or max_export_batch_size < 1:
             raise ValueError("queue and batch sizes must be positive")
+        # A zero delay would spin the worker; NaN or inf would kill it in Condition.wait.
+        if not 0 < schedule_delay <= threading.TIMEOUT_MAX:
+            raise ValueError(f"schedule_delay must be a positive, finite number of seconds, not {schedule_delay!r}")
+        if not 0 <= shutdown_timeout <= threading.TIMEOUT_MAX:
+            raise ValueError(f"shutdown_timeout must be a finite number of seconds, not {shutdown_timeout!r}")
         self._exporter = exporter
         self.account = account if account is not None else TelemetryAccount()
         self._max_queue = max_queue_size
         self._batch = max_export_batch_size
         self._delay = schedule_delay
         self._shutdown_timeout = shutdown_timeout
+        self._target = target or type(exporter).__name__
+        self._export_timeout = export_timeout
+        self._exports = FailSoft(export_timeout + export_grace, name="cafe-otel-export")
+        self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-control")
         self._queue: collections.deque[ReadableSpan] = collections.deque()
         self._cond = threading.Condition()
+        self._settle_lock = threading.Lock()
         self._flush_requests: list[threading.Event] = []
         self._stopping = False
         self._worker: threading.Thread | None = None
-        self._busy = False  # the worker holds a batch that is being exported
+        self._in_flight: _Batch | None = None
+        self._metrics = (ProcessorMetrics(meter_provider, capacity=max_queue_size, queue_size=lambda: len(self._queue))
+                         if meter_provider is not None else None)
 
     def _ensure_worker(self) -> None:
         # Started on first use, not in __init__: building a processor has no side effects.
@@ -58,57 +104,88 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None or not context.trace_flags.sampled:
+            return  # as the SDK's processors: an unsampled span is not ours to export
         with self._cond:
             if self._stopping:
-                self.account.add_unflushed(1, "span ended after telemetry shutdown; dropped")
+                self.account.add_after_shutdown(1)
+                if self._metrics is not None:
+                    self._metrics.dropped(1, ALREADY_SHUTDOWN)
                 return
             if len(self._queue) >= self._max_queue:
                 self.account.add_queue_full(1)
+                if self._metrics is not None:
+                    self._metrics.dropped(1, QUEUE_FULL)
                 return
             self._queue.append(span)
             self._ensure_worker()
             if len(self._queue) >= self._batch:
                 self._cond.notify_all()
 
-    def _take(self) -> list[ReadableSpan]:
-        batch = []
-        while self._queue and len(batch) < self._batch:
-            batch.append(self._queue.popleft())
-        return batch
-
     def _work(self) -> None:
         while True:
             with self._cond:
                 if not (self._stopping or self._flush_requests or len(self._queue) >= self._batch):
                     self._cond.wait(self._delay)
-                batch = self._take()
-                self._busy = bool(batch)
+                spans = [self._queue.popleft() for _ in range(min(self._batch, len(self._queue)))]
+                batch = _Batch(len(spans)) if spans else None
+                self._in_flight = batch
                 stop = self._stopping and not self._queue
-            if batch:
-                self._exporter.export(batch)  # fail-soft: bounded, never raises
+            if batch is not None:
+                if self._metrics is not None:
+                    self._metrics.submitted(batch.count)
+                self._settle(batch, self._exports.call(self._exporter.export, spans))
             with self._cond:
-                self._busy = False
+                self._in_flight = None
                 flushes = [] if self._queue else self._flush_requests[:]
                 if not self._queue:
                     self._flush_requests.clear()
             for event in flushes:
                 event.set()
-            if stop and not batch:
+            if stop and batch is None:
                 return
 
+    def _settle(self, batch: _Batch, outcome: Outcome) -> None:
+        if not batch.settle(self._settle_lock):
+            return  # shutdown already counted it as lost
+        if export_succeeded(outcome):
+            self.account.add_exported(batch.count)
+        elif outcome.ok:  # returned, but not SUCCESS
+            self.account.add_export_failed(batch.count, f"export to {self._target}: exporter returned FAILURE")
+        else:
+            self.account.add_export_failed(batch.count, f"export to {self._target}: {self._why(outcome)}",
+                                           outcome.error_type or "")
+
+    def _why(self, outcome: Outcome) -> str:
+        if outcome.error_type == TIMEOUT:
+            return f"no answer within {self._export_timeout:g}s"
+        if outcome.error_type == BUSY:
+            return "the previous export is still hung; batch dropped"
+        return f"exporter {outcome.why}"
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        bound = max(timeout_millis / 1000, 0.0)
+        deadline = time.monotonic() + bound
         done = threading.Event()
         with self._cond:
-            if not self._queue and not self._busy:
-                return True
-            self._ensure_worker()
-            self._flush_requests.append(done)
-            self._cond.notify_all()
-        return done.wait(timeout_millis / 1000)
+            pending = bool(self._queue) or self._in_flight is not None
+            if pending:
+                self._ensure_worker()
+                self._flush_requests.append(done)
+                self._cond.notify_all()
+        if pending and not done.wait(min(bound, threading.TIMEOUT_MAX)):
+            return False
+        left = max(deadline - time.monotonic(), 0.0)
+        outcome = self._control.call(self._exporter.force_flush, int(left * 1000), timeout=left)
+        if not outcome.ok:
+            self.account.note_error(f"force_flush of {self._target}: {outcome.why}")
+        return outcome.ok and outcome.value is not False
 
     def shutdown(self, timeout: float | None = None) -> None:
         """Export what is queued within `timeout` seconds; count what is left as lost."""
-        bound = self._shutdown_timeout if timeout is None else max(timeout, 0.0)
+        bound = self._shutdown_timeout if timeout is None else timeout
+        bound = min(bound, threading.TIMEOUT_MAX) if bound >= 0 else 0.0  # NaN too: no wait
         deadline = time.monotonic() + bound
         with self._cond:
             if self._stopping:
@@ -121,9 +198,17 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         with self._cond:
             left = len(self._queue)
             self._queue.clear()
+            in_flight = self._in_flight
+        why = f"shutdown's {bound:g}s bound ran out"
         if left:
-            self.account.add_unflushed(left, f"{left} spans still queued when shutdown's {bound:g}s bound ran out")
-        if isinstance(self._exporter, FailSoftSpanExporter):
-            self._exporter.shutdown(timeout=max(deadline - time.monotonic(), 0.05))
-        else:
-            self._exporter.shutdown()
+            self.account.add_unflushed(left, f"{left} spans still queued when {why}")
+            if self._metrics is not None:
+                self._metrics.dropped(left, SHUTDOWN_TIMEOUT)
+        if in_flight is not None and in_flight.settle(self._settle_lock):
+            self.account.add_export_failed(in_flight.count, f"export to {self._target} still in flight "
+                                           f"when {why}", SHUTDOWN_TIMEOUT)
+        # The exporter's own shutdown gets what is left of the bound; started even when none
+        # is (an OTLP exporter's shutdown is what ends its retry sleep), never waited past it.
+        outcome = self._control.call(self._exporter.shutdown, timeout=deadline - time.monotonic())
+        if not outcome.ok:
+            self.account.note_error(f"shutdown of {self._target}: {outcome.why}")

@@ -2,34 +2,39 @@
 
 Adds `--otlp [ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
 `cafe replay`, the command `cafe export RECORDING [--otlp ENDPOINT] [--out FILE]`, and
-`cafe golden RECORDING GOLDEN [--update]` (a replay's OTLP bytes against a golden file).
+`cafe golden RECORDING GOLDEN [--update] [--allow-truncated]` (a replay's OTLP bytes against a golden file).
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.
+What the exporters and gRPC print meanwhile is held and redacted (`cli_logs`).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import math
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe.errors import CafeError
 from cafe.recording.errors import RecordingError
+from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
+from cafe_otel import demo
+from cafe_otel.cli_logs import ExporterLogCapture, redactor
 from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, TelemetryHandle, configure
 from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
-from cafe_otel.settings import GRPC, HTTP
+from cafe_otel.settings import GRPC, HTTP, MAX_SECONDS, seconds_in_range
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
@@ -42,6 +47,17 @@ class TelemetryExportFailed(CafeError):
 
 class NothingToExportTo(CafeError):
     exit_code = 2
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds in [0, MAX_SECONDS] (nan and inf are not a bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:20]!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds in [0, {MAX_SECONDS:g}]")
+    return value
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +79,7 @@ def _wanted(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
         environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
-def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options) -> TelemetryHandle:
+def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any) -> TelemetryHandle:
     return configure(
         endpoint=args.otlp or None,
         protocol=args.otlp_protocol,
@@ -73,42 +89,27 @@ def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options) -> 
     )
 
 
-class ExporterLogCapture(logging.Handler):
-    """Holds the OTLP exporters' own log lines (retry notices, failure reasons) while a
-    command runs, so stderr gets one telemetry line instead of a retry log; the last
-    reason joins that line. Installed on the exporters' logger and removed on close."""
-
-    LOGGER = "opentelemetry.exporter.otlp"
-    MAX_CHARS = 160
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.last: str | None = None
-        self._logger = logging.getLogger(self.LOGGER)
-        self._propagate = self._logger.propagate
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = record.getMessage().splitlines()[0]
-        except Exception:  # a log record that cannot be formatted is not worth failing for
-            return
-        self.last = text[: self.MAX_CHARS] + ("…" if len(text) > self.MAX_CHARS else "")
-
-    def __enter__(self) -> ExporterLogCapture:
-        self._logger.addHandler(self)
-        self._logger.propagate = False
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._logger.removeHandler(self)
-        self._logger.propagate = self._propagate
-
-
 def report_line(handle: TelemetryHandle, capture: ExporterLogCapture | None) -> str:
     line = f"telemetry: {handle.account.summary()}"
     if capture is not None and capture.last and handle.account.dropped:
         line += f" (exporter: {capture.last})"
-    return line
+    # The same redaction as the exporters' lines: nothing in it may carry a credential.
+    return redactor(handle.settings)(line)
+
+
+def _debug(environ: Mapping[str, str]) -> bool:
+    return bool(environ.get("CAFE_DEBUG"))
+
+
+def _capture(handle: TelemetryHandle, environ: Mapping[str, str]) -> ExporterLogCapture:
+    return ExporterLogCapture(redactor(handle.settings), debug=_debug(environ))
+
+
+def _quiet_grpc_core(environ: Mapping[str, str]) -> None:
+    """gRPC's C core writes its own warnings straight to stderr (not through logging),
+    several lines each; it reads GRPC_VERBOSITY when it is first imported."""
+    if not _debug(environ) and "grpc" not in sys.modules:
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 
 @dataclass
@@ -119,6 +120,10 @@ class OTelSession:
     tracer: Tracer
     timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     logs: ExporterLogCapture | None = None
+
+    def protect(self, secrets: list[str]) -> None:
+        """The live client's secrets: never in a span (content is scrubbed of them)."""
+        self.handle.add_secrets(secrets)
 
     def close(self) -> list[str]:
         try:
@@ -140,39 +145,51 @@ def _replay_timeline(args: argparse.Namespace) -> tuple[Clock, int] | None:
 
 
 def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     if args.out:
+        # Checked before any work: the output must not destroy the recording it is made from.
+        check_output(args.out, reads=[args.recording], private=bool(args.capture_content))
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
-                         service_name=args.service_name)
+                         service_name=args.service_name, metrics=False)
+        if handle.provider is None or handle.settings is None:
+            out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
+            return 0
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
         handle.shutdown()
         spans = sink.get_finished_spans()
         if len(spans) != count:
             raise TelemetryExportFailed(f"{count} spans made, {len(spans)} encoded: "
                                         f"{handle.account.summary()}")
-        Path(args.out).write_bytes(encode(spans))
+        # Content on the spans is conversation text: then the file is private, like a recording.
+        write_output(args.out, encode(spans), reads=[args.recording], private=handle.settings.capture.enabled)
         out.write(f"wrote {len(spans)} spans ({len(recording.calls)} model calls) to {args.out}\n")
         return 0
     if not _wanted(args, environ):
         raise NothingToExportTo("cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
-    handle = _handle(args, environ, service_name=args.service_name)
-    if not handle.enabled:
+    _quiet_grpc_core(environ)
+    # A recording is exported as spans only: its metrics were (or were not) sent when it ran.
+    handle = _handle(args, environ, service_name=args.service_name, metrics=False)
+    if handle.provider is None or handle.settings is None:
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0
-    with ExporterLogCapture() as logs:
+    with _capture(handle, environ) as logs:
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
         handle.shutdown(args.timeout)
     account = handle.account
-    err.write(report_line(handle, logs) + "\n")
+    report = report_line(handle, logs)
     if account.dropped or account.exported < count:
-        raise TelemetryExportFailed(f"{count - account.exported} of {count} spans were not exported")
+        # One line on stderr: the error carries the report.
+        raise TelemetryExportFailed(f"{count - account.exported} of {count} spans were not exported ({report})")
+    err.write(report + "\n")
     out.write(f"exported {count} spans ({len(recording.calls)} model calls) from {args.recording}\n")
     return 0
 
 
 def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    out.write(check_golden(args.recording, args.golden, update=args.update) + "\n")
+    recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
+    out.write(check_golden(recording, args.golden, update=args.update) + "\n")
     return 0
 
 
@@ -180,7 +197,9 @@ class OTelCliPlugin:
     name = "otel"
 
     def register(
-        self, commands: argparse._SubParsersAction, shift_parsers: list[argparse.ArgumentParser]
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        shift_parsers: list[argparse.ArgumentParser],
     ) -> None:
         for parser in shift_parsers:
             _add_options(parser)
@@ -192,7 +211,7 @@ class OTelCliPlugin:
         export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
         export.add_argument("--allow-truncated", action="store_true",
                             help="convert the complete calls of a recording whose last line was cut short")
-        export.add_argument("--timeout", type=float, default=DEFAULT_SHUTDOWN_TIMEOUT,
+        export.add_argument("--timeout", type=_seconds, default=DEFAULT_SHUTDOWN_TIMEOUT,
                             help="seconds to wait for the collector at the end (default %(default)s)")
         _add_options(export)
         export.set_defaults(run=_run_export)
@@ -202,23 +221,30 @@ class OTelCliPlugin:
         golden.add_argument("recording", help="the recording to replay (zero model calls)")
         golden.add_argument("golden", help="the golden .otlp file kept beside it")
         golden.add_argument("--update", action="store_true", help="write the golden file instead of comparing")
+        # A truncated recording's error suggests this flag, whichever command loaded it.
+        golden.add_argument("--allow-truncated", action="store_true",
+                            help="replay the complete calls of a recording whose last line was cut short")
         golden.set_defaults(run=_run_golden)
+        demo.register(commands)
 
     def open_session(
         self, args: argparse.Namespace, environ: Mapping[str, str], clock: Clock | None
     ) -> OTelSession | None:
         if not _wanted(args, environ):
             return None
+        _quiet_grpc_core(environ)
         handle = _handle(args, environ)
         if not handle.enabled:
             return None  # OTEL_SDK_DISABLED: the harness keeps its own tracer
-        origin = None
+        # A clock with an origin (the shift's timeline) puts the OTel spans on it too, so
+        # a recorded call's start is its exported chat span's start, to the nanosecond.
+        origin = getattr(clock, "origin_unix_nano", None)
         if getattr(args, "command", None) == "replay" and clock is None:
             timeline = _replay_timeline(args)
             if timeline is not None:
                 clock, origin = timeline
         return OTelSession(handle, handle.tracer(clock, origin_unix_nano=origin),
-                           logs=ExporterLogCapture().__enter__())
+                           logs=_capture(handle, environ).__enter__())
 
 
 plugin = OTelCliPlugin()

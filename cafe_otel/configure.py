@@ -1,23 +1,33 @@
-"""`configure(...)`: one call from settings to a provider, a processor chain and a handle.
+"""`configure(...)`: one call from settings to providers, their chains and a handle.
 
-Chain: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor -> FailSoftSpanExporter ->
-OTLP exporter (gRPC or HTTP) or the explicit `exporter`. Settings come from explicit
-arguments first, then the `OTEL_*` variables of `environ` (os.environ at call time), then
-defaults. Nothing global is touched: no `set_tracer_provider`, the provider is on the handle.
+Spans: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor (which puts every exporter call
+behind the fail-soft boundary) -> OTLP exporter (gRPC or HTTP) or the explicit `exporter`.
+Metrics (unless `OTEL_METRICS_EXPORTER=none` or `metrics=False`): a MeterProvider beside the
+TracerProvider, on the same resource, whose periodic reader exports through
+`FailSoftMetricExporter` to OTLP (or the explicit `metric_exporter`); every tracer the handle
+makes feeds a `MetricsListener`. Both signals' losses are in the one account, and
+`shutdown` bounds both together.
+Settings come from explicit arguments first, then the `OTEL_*` variables of `environ`
+(os.environ at call time), then defaults. Nothing global is touched: no
+`set_tracer_provider`, the provider is on the handle.
 
-How settings are resolved (and the OTEL_* variables read) is `cafe_otel.settings`.
+How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.settings`.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -26,19 +36,24 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
 from cafe.trace.clock import Clock
+from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.content import CaptureMode
-from cafe_otel.failsoft import FailSoftSpanExporter
+from cafe_otel.content import CaptureMode, content_scrubber
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
+from cafe_otel.metric_settings import metrics_wanted, resolve_metric_settings
+from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
+from cafe_otel.metrics_listener import MetricsListener
 from cafe_otel.settings import (
     GRPC,
     Settings,
-    batch_setting,
+    TelemetryConfigError,
     display_endpoint,
+    resolve_batch_settings,
     resolve_settings,
+    seconds_in_range,
 )
 from cafe_otel.tracer import OTelTracer
 
@@ -47,6 +62,7 @@ from cafe_otel.tracer import OTelTracer
 # request path; a process handing spans to a local Collector needs milliseconds, and a
 # dead one must not hold the exit (the stock SDK waits 7-30 s). What is left is counted.
 DEFAULT_SHUTDOWN_TIMEOUT = 0.5
+REPLAY_HASH_KEY = b"cafe-otel replay"
 
 
 def build_resource(settings: Settings, *, replay: bool) -> Resource:
@@ -64,19 +80,41 @@ def build_resource(settings: Settings, *, replay: bool) -> Resource:
     return Resource(attributes)
 
 
+_HEADER_KEY = re.compile(r"[0-9a-z_.-]+")
+
+
+def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str]:
+    """Header keys lowercased: gRPC metadata keys must be lowercase (an uppercase one makes
+    gRPC's core print a multi-line warning on every export and the export fail), and HTTP
+    header names are case-insensitive. A key or value no header can carry is a
+    configuration error, named by its position (the text itself may be a credential)."""
+    found: dict[str, str] = {}
+    for number, (key, value) in enumerate(headers.items(), start=1):
+        name = key.strip().lower()
+        if not _HEADER_KEY.fullmatch(name):
+            raise TelemetryConfigError(
+                f"OTLP header {number}: its key is not a header name (letters, digits, '-', '_', '.')")
+        if protocol == GRPC and name.endswith("-bin"):
+            raise TelemetryConfigError(f"OTLP header {name!r}: binary (-bin) gRPC metadata is not supported")
+        if any(not " " <= char <= "~" for char in value):
+            raise TelemetryConfigError(
+                f"OTLP header {name!r}: its value holds characters a header cannot carry (printable ASCII only)")
+        found[name] = value
+    return found
+
+
 def build_otlp_exporter(settings: Settings) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
+    headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            Compression as GrpcCompression,
-        )
+        from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         parts = urlsplit(settings.endpoint)
         return OTLPSpanExporter(
             endpoint=settings.endpoint,
             insecure=parts.scheme != "https",
-            headers=settings.headers or None,
+            headers=headers or None,
             timeout=settings.export_timeout,
             compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
         )
@@ -85,7 +123,7 @@ def build_otlp_exporter(settings: Settings) -> SpanExporter:
 
     return HttpExporter(
         endpoint=settings.endpoint,
-        headers=settings.headers,
+        headers=headers,
         timeout=settings.export_timeout,
         compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
     )
@@ -99,39 +137,83 @@ class TelemetryHandle:
     account: TelemetryAccount
     settings: Settings | None = None
     replay: bool = False
+    meter_provider: MeterProvider | None = None
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     _batch: BoundedBatchSpanProcessor | None = field(default=None, repr=False)
+    _sanitiser: MetadataOnlySpanProcessor | None = field(default=None, repr=False)
+    _metric_exporter: FailSoftMetricExporter | None = field(default=None, repr=False)
+    _metrics: MetricsListener | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
     @property
     def enabled(self) -> bool:
         return self.provider is not None
 
-    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None) -> Tracer:
-        """A fresh tracer for one shift (a tracer holds one shift's tree)."""
+    def tracer(self, clock: Clock | None = None, *, origin_unix_nano: int | None = None,
+               tree: bool = True) -> Tracer:
+        """A fresh tracer for one shift (a tracer holds one shift's tree). `tree=False`:
+        spans only, no in-memory tree to render (nothing is built twice). With metrics on,
+        the tracer feeds the handle's `MetricsListener` too."""
         if self.provider is None:
-            return Tracer(clock=clock)
-        return OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
-                          capture_content=self.settings.capture if self.settings else None,
-                          account=self.account)
+            return Tracer(clock=clock, tree=tree)
+        tracer = OTelTracer(self.provider, clock=clock, origin_unix_nano=origin_unix_nano,
+                            capture_content=self.settings.capture if self.settings else None,
+                            account=self.account, tree=tree)
+        if self._metrics is not None:
+            tracer.add_listener(self._metrics)
+        return tracer
+
+    def add_secrets(self, secrets: Iterable[str]) -> None:
+        """Values that must never leave in a span, e.g. `client.secrets()` of the live
+        client (the same values a recording is scrubbed of)."""
+        if self._sanitiser is not None:
+            self._sanitiser.add_secrets(secrets)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
+        bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
         if self.provider is None:
             return True
-        return self.provider.force_flush(int(timeout * 1000))
+        flushed = self.provider.force_flush(int(bound * 1000))
+        if self.meter_provider is not None:
+            flushed = self.meter_provider.force_flush(bound * 1000) and flushed
+        return flushed
 
     def shutdown(self, timeout: float | None = None) -> float:
         """Flush and shut down within `timeout` seconds (default: configure's
         `shutdown_timeout`); returns the seconds it took. A dead collector costs at most
         the bound (the stock SDK waits 7-30 s)."""
         started = time.monotonic()
+        if timeout is not None:
+            seconds_in_range(timeout, "shutdown timeout", low_inclusive=True)
         if self.provider is None or self._closed:
             return 0.0
         self._closed = True
+        metrics = self._shut_metrics_down(timeout)
         if self._batch is not None:
             self._batch.shutdown(timeout=timeout)
         # Everything below is already shut down; this only marks the provider closed.
         self.provider.shutdown()
+        if metrics is not None and self._metric_exporter is not None:
+            bound = self.shutdown_timeout if timeout is None else timeout
+            # The final export ends by the deadline; its outcome must be in the account
+            # before anyone reads the report, so wait for it, not only for the shutdown.
+            metrics.join(max(started + bound - time.monotonic(), 0.0) + 0.1)
+            self._metric_exporter.wait_settled(max(started + bound - time.monotonic(), 0.0) + 0.1)
         return time.monotonic() - started
+
+    def _shut_metrics_down(self, timeout: float | None) -> threading.Thread | None:
+        """Start the metrics shutdown (its final export) beside the spans' own, under the
+        same bound: the exporter is given the deadline, so neither waits for the other."""
+        if self.meter_provider is None or self._metric_exporter is None:
+            return None
+        bound = self.shutdown_timeout if timeout is None else timeout
+        self._metric_exporter.close_by(time.monotonic() + bound)
+        provider = self.meter_provider
+        worker = threading.Thread(
+            target=lambda: fail_soft(lambda: provider.shutdown(timeout_millis=bound * 1000), "metrics shutdown"),
+            name="cafe-otel-metrics-shutdown", daemon=True)
+        worker.start()
+        return worker
 
 
 def configure(
@@ -153,34 +235,47 @@ def configure(
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     extra_processors: tuple[SpanProcessor, ...] = (),
     environ: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+    metrics: bool | None = None,
+    metric_exporter: MetricExporter | None = None,
+    metric_export_interval: float | None = None,
 ) -> TelemetryHandle:
     """Build the provider and chain. `OTEL_SDK_DISABLED=true` gives a no-op handle whose
-    tracer is a plain cafe `Tracer` and whose shutdown returns at once."""
+    tracer is a plain cafe `Tracer` and whose shutdown returns at once. `secrets` (a live
+    client's `secrets()`) never leave: captured content is scrubbed of them as a
+    recording is, and a metadata value holding one is withheld. `metrics` (default: on
+    unless `OTEL_METRICS_EXPORTER=none`, or when `exporter` is given without a
+    `metric_exporter`) adds the MeterProvider; `metric_exporter` replaces its OTLP exporter,
+    as `exporter` does the spans'."""
     settings = resolve_settings(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=export_timeout, capture_content=capture_content, environ=environ,
     )
+    limits = resolve_batch_settings(max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
+                                    schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
+                                    environ=environ)
     account = TelemetryAccount()
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
-    fail_soft = FailSoftSpanExporter(inner, export_timeout=settings.export_timeout,
-                                     account=account, target=target)
-    env = os.environ if environ is None else environ
     batch = BoundedBatchSpanProcessor(
-        fail_soft, account=account,
-        max_queue_size=batch_setting(max_queue_size, env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-        max_export_batch_size=batch_setting(max_export_batch_size, env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
-        schedule_delay=(schedule_delay if schedule_delay is not None
-                        else batch_setting(None, env, "OTEL_BSP_SCHEDULE_DELAY", 1000) / 1000),
-        shutdown_timeout=shutdown_timeout,
+        inner, account=account, target=target, export_timeout=settings.export_timeout,
+        max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
+        schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
-    first: SpanProcessor = (MetadataOnlySpanProcessor(batch, allowlist=allowlist, account=account)
-                            if metadata_only else batch)
+    sanitiser = None
+    if metadata_only:
+        sanitiser = MetadataOnlySpanProcessor(
+            batch, allowlist=allowlist, account=account, secrets=secrets,
+            content_scrubber=content_scrubber(os.environ if environ is None else environ)
+            if settings.capture.enabled else None,
+            # A replay's bytes must not depend on a random key (golden files).
+            hash_key=REPLAY_HASH_KEY if replay else None)
+    first: SpanProcessor = sanitiser if sanitiser is not None else batch
     provider = TracerProvider(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
         id_generator=id_generator,
@@ -192,5 +287,21 @@ def configure(
     for processor in extra_processors:
         provider.add_span_processor(processor)
     provider.add_span_processor(first)
-    return TelemetryHandle(provider=provider, account=account, settings=settings, replay=replay,
-                           _batch=batch)
+    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=replay,
+                             shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
+    # A caller who hands in the span exporter has chosen where telemetry goes: metrics then
+    # need their own exporter (or metrics=True) rather than an OTLP default of their own.
+    if metrics is None and exporter is not None and metric_exporter is None:
+        metrics = False
+    if metrics_wanted(metrics, environ):
+        metric_settings = resolve_metric_settings(settings, endpoint=endpoint, export_interval=metric_export_interval,
+                                                  environ=environ)
+        inner_metrics = (metric_exporter if metric_exporter is not None else
+                         build_otlp_metric_exporter(settings, metric_settings,
+                                                    exporter_headers(metric_settings.headers, settings.protocol)))
+        handle.meter_provider, handle._metric_exporter = build_meter_provider(
+            settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
+            explicit_exporter=metric_exporter is not None)
+        handle._metrics = MetricsListener(handle.meter_provider)
+        account.enable_metrics()
+    return handle

@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cafe.recording.scrub import Scrubber
+
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
@@ -67,6 +69,13 @@ def capture_mode(
         return parse_capture(explicit)
     environ = os.environ if environ is None else environ
     return parse_capture(environ.get(CAPTURE_ENV))
+
+
+def content_scrubber(environ: Mapping[str, str] | None = None) -> Scrubber:
+    """What captured content is scrubbed with before it leaves: the recording's scrubber
+    (its default patterns and CAFE_SCRUB_PATTERNS); the live client's secrets are added
+    as literals once they are known (`MetadataOnlySpanProcessor.add_secrets`)."""
+    return Scrubber.from_environment(environ)
 
 
 def _maybe_json(text: Any) -> Any:

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cafe.errors import CafeError
 from cafe.recording.format import Recording
+from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import replay_shift
 from cafe.trace.clock import TickClock
@@ -26,21 +27,26 @@ from cafe_otel.otlp import describe, encode
 REPLAY_SERVICE = "cafe-replay"
 
 
+def _update_command(recording: Path | str | None, golden: Path) -> str:
+    return f"cafe golden {recording if recording is not None else 'RECORDING'} {golden} --update"
+
+
 class GoldenMissing(CafeError):
     exit_code = 46
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"{path}: no golden OTLP file (write one with --update-golden)")
+    def __init__(self, path: Path, recording: Path | str | None = None) -> None:
+        super().__init__(f"{path}: no golden OTLP file (write one with `{_update_command(recording, path)}`)")
 
 
 class GoldenMismatch(CafeError):
     exit_code = 47
 
-    def __init__(self, path: Path, where: str, expected: bytes, actual: bytes) -> None:
+    def __init__(self, path: Path, where: str, expected: bytes, actual: bytes,
+                 recording: Path | str | None = None) -> None:
         self.path, self.where, self.expected, self.actual = path, where, expected, actual
         super().__init__(
             f"{path}: the replay's OTLP differs from the golden file: {where} "
-            "(if the change is intended, accept it with --update-golden)"
+            f"(if the change is intended, accept it with `{_update_command(recording, path)}`)"
         )
 
 
@@ -102,14 +108,17 @@ def check_golden(recording: Recording | Path | str, golden: Path | str, *, updat
     """Compare a replay's OTLP bytes with `golden`; with `update`, (re)write it instead.
     Returns a one-line report; raises GoldenMissing or GoldenMismatch."""
     golden = Path(golden)
+    source = recording.path if isinstance(recording, Recording) else Path(recording)
+    if update:
+        check_output(golden, reads=[source])  # never over the recording it is made from
     actual = replay_otlp(recording)
     if update:
-        golden.write_bytes(actual)
+        write_output(golden, actual, reads=[source])
         return f"wrote golden OTLP ({len(actual)} bytes) to {golden}"
     if not golden.is_file():
-        raise GoldenMissing(golden)
+        raise GoldenMissing(golden, source)
     expected = golden.read_bytes()
     where = first_change(expected, actual)
     if where is not None:
-        raise GoldenMismatch(golden, where, expected, actual)
+        raise GoldenMismatch(golden, where, expected, actual, source)
     return f"golden OTLP matches ({len(actual)} bytes, {golden})"

@@ -1,10 +1,15 @@
 """`MetadataOnlySpanProcessor`: what reaches the exporter is metadata, never content.
 
 It wraps the next processor and, at `on_end`, hands it a sanitised COPY of the span
-(a `ReadableSpan`'s attributes are read-only): span, event, link and scope attributes
-reduced to an allowlist of keys, exception events down to `exception.type`, status
-description removed. Resource attributes are kept (service identity). It applies to
-every span on the provider, ours and any third-party instrumentation's.
+(a `ReadableSpan`'s attributes are read-only). Every key must be on the allowlist AND its
+value must fit the key's declared shape (`cafe_otel.shapes`): a value that does not fit is
+withheld and counted in the account by key (an identifier is replaced by a keyed hash), and
+so is a value holding one of the secrets we were given. Span names, event names,
+instrumentation scopes, links and the trace state are shaped the same way; the status
+description is removed. Content keys (only on the allowlist when content capture is on)
+pass scrubbed of secrets, as a recording is. Resource attributes are kept (they are the
+service's own configuration). It applies to every span on the provider, ours and any
+third-party instrumentation's.
 
 It fails CLOSED: if sanitising raises, the span is dropped and counted in the account,
 and nothing is raised into `span.end()` (that would surface in application code).
@@ -13,71 +18,261 @@ and nothing is raised into `span.end()` (that would surface in application code)
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, Status
+from opentelemetry.trace import Link, SpanContext, Status, TraceState
 
+from cafe.recording.scrub import Scrubber
+from cafe_otel import shapes as sh
 from cafe_otel.account import TelemetryAccount
-from cafe_otel.semconv import METADATA_ALLOWLIST
+from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
+_WITHHELD = object()
+HASH_MARKER = "hmac:"
+MIN_SECRET_LENGTH = 8  # shorter secrets are not looked for in metadata values
+_MEMO_SIZE = 4096  # bound on each memo of values already found to fit
+_SCRUB_MEMO_SIZE = 64  # content texts kept with their scrubbed form
 
 
-def _filter(attributes: Mapping[str, Any] | None, allowed: frozenset[str]) -> dict[str, Any]:
-    if not attributes:
-        return {}
-    return {key: value for key, value in attributes.items() if key in allowed}
+class SpanSanitiser:
+    """Builds the metadata-only copy of a span (or returns the span itself when nothing in
+    it needs changing: our own spans usually, and copying them would be pure cost).
+
+    `hash_key` keys the hash that replaces an identifier that does not fit its shape: a
+    random one per sanitiser by default (a plain hash of a customer's sentence could be
+    confirmed by guessing it); replays pass a fixed one so their bytes stay the same."""
+
+    def __init__(
+        self,
+        allowed: Iterable[str] = METADATA_ALLOWLIST,
+        *,
+        shapes: Mapping[str, sh.Shape] = sh.SHAPES,
+        account: TelemetryAccount | None = None,
+        secrets: Iterable[str] = (),
+        content_scrubber: Scrubber | None = None,
+        hash_key: bytes | None = None,
+    ) -> None:
+        self._allowed = frozenset(allowed)
+        unshaped = sorted(self._allowed - set(shapes))
+        if unshaped:
+            raise ValueError(f"allowlisted keys without a declared shape: {', '.join(unshaped)}")
+        self._shapes = shapes
+        self._account = account
+        self._hash_key = os.urandom(32) if hash_key is None else hash_key
+        self._secrets: tuple[str, ...] = ()
+        self._scrubber = (content_scrubber or Scrubber()) if self._allowed & CONTENT_ATTRIBUTES else None
+        self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+        # (key, value) pairs already found to fit, for the text keys whose values repeat;
+        # ids and counts vary with every call, and content is scrubbed every time.
+        self._memoisable = frozenset(key for key in self._allowed
+                                     if shapes[key].kind == sh.TEXT and shapes[key].on_mismatch != sh.HASH)
+        self._known: set[tuple[str, Any]] = set()
+        # The fast path's checks: metadata keys only (content is always scrubbed).
+        self._checks = {key: shapes[key].fits for key in self._allowed if shapes[key].kind != sh.CONTENT}
+        self._names: dict[str, set[str]] = {}  # names found to fit, by what they name
+        self._scrubbed: dict[str, str] = {}
+        self.add_secrets(secrets)
+
+    def add_secrets(self, secrets: Iterable[str]) -> None:
+        """Values (a live client's API key) that must never leave: a metadata value holding
+        one is withheld, content is scrubbed of them."""
+        new = tuple(s for s in secrets if s and s not in self._secrets)
+        if not new:
+            return
+        # A local server's placeholder key ("x", "EMPTY") would otherwise withhold every
+        # value that happens to contain it; content still goes through the scrubber's own rule.
+        self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_LENGTH)
+        self._known = set()  # what fit before may hold one of them
+        self._names = {}
+        self._scrubbed = {}
+        if self._scrubber is not None:
+            self._scrubber = self._scrubber.with_literals(new)
+
+    # --- values --------------------------------------------------------------------
+    def _has_secret(self, value: Any) -> bool:
+        if not self._secrets:
+            return False
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        return any(isinstance(item, str) and secret in item for item in items for secret in self._secrets)
+
+    def _scrub(self, text: str) -> str:
+        # The scrubber's patterns cost about a millisecond per kilobyte; tool definitions and
+        # system instructions come back unchanged on every call, so their result is kept.
+        done = self._scrubbed.get(text)
+        if done is None:
+            scrubbed = self._scrubber.scrub(text)  # type: ignore[union-attr]
+            done = text if scrubbed == text else scrubbed
+            if len(self._scrubbed) >= _SCRUB_MEMO_SIZE:
+                self._scrubbed.clear()
+            self._scrubbed[text] = done
+        return done
+
+    def _withhold(self, what: str) -> None:
+        if self._account is not None:
+            self._account.add_withheld(what)
+
+    def _hash(self, value: str) -> str:
+        digest = hmac.new(self._hash_key, value.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return HASH_MARKER + digest.hexdigest()[:16]
+
+    def _value(self, key: str, value: Any) -> Any:
+        """`value` itself when it may leave, a replacement, or _WITHHELD."""
+        if key not in self._allowed:
+            return _WITHHELD  # off the allowlist: removed, as always (not worth counting)
+        shape = self._shapes[key]
+        if shape.kind == sh.CONTENT:
+            if not isinstance(value, str) or self._scrubber is None:
+                self._withhold(key)
+                return _WITHHELD
+            return self._scrub(value)
+        if self._has_secret(value):
+            self._withhold(key)
+            return _WITHHELD
+        if shape.fits(value):
+            return value
+        self._withhold(key)
+        if shape.on_mismatch == sh.HASH and isinstance(value, str):
+            return self._hash(value)
+        return _WITHHELD
+
+    def attributes(self, attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The attributes that may leave, or None when that is all of them."""
+        if not attributes:
+            return None
+        out: dict[str, Any] | None = None
+        known, checks = self._known, self._checks
+        for index, item in enumerate(attributes.items()):
+            try:
+                if item in known:  # seen before and fit: model names, operations, providers
+                    if out is not None:
+                        out[item[0]] = item[1]
+                    continue
+            except TypeError:  # an unhashable value: checked below like any other
+                pass
+            key, value = item
+            check = checks.get(key)
+            kept = value if check is not None and check(value) and not self._secrets else self._value(key, value)
+            if kept is value:
+                if key in self._memoisable:
+                    if len(known) >= _MEMO_SIZE:
+                        known.clear()
+                    known.add(item)
+                if out is not None:
+                    out[key] = value
+                continue
+            if out is None:
+                out = dict(list(attributes.items())[:index])
+            if kept is not _WITHHELD:
+                out[key] = kept
+        return out
+
+    def _name(self, name: str, shape: sh.Shape, what: str) -> str:
+        seen = self._names.setdefault(what, set())
+        if name in seen:
+            return name
+        if shape.fits(name) and not self._has_secret(name):
+            if len(seen) >= _MEMO_SIZE:
+                seen.clear()
+            seen.add(name)
+            return name
+        self._withhold(what)
+        return sh.REDACTED_NAME
+
+    def _context(self, context: SpanContext | None) -> SpanContext | None:
+        """The context with its trace state reduced to a shaped `ot` entry (other entries
+        are vendors' free-form values, and a parent's can carry anything), or None when
+        there is nothing to reduce."""
+        if context is None or not context.trace_state:
+            return None
+        kept = [(k, v) for k, v in context.trace_state.items() if k == "ot" and sh.TRACESTATE_OT.fits(v)]
+        if len(kept) == len(context.trace_state):
+            return None
+        self._withhold("tracestate")
+        return SpanContext(context.trace_id, context.span_id, context.is_remote, context.trace_flags,
+                           TraceState(kept))
+
+    def _scope(self, scope: InstrumentationScope | None) -> InstrumentationScope | None:
+        if scope is None:
+            return None
+        cached = self._scopes.get(id(scope))
+        if cached is not None and cached[0] is scope:
+            return cached[1]
+        attributes = self.attributes(scope.attributes)
+        name = scope.name if sh.SCOPE_NAME.fits(scope.name) else sh.REDACTED_NAME
+        version = scope.version if not scope.version or sh.SCOPE_VERSION.fits(scope.version) else None
+        schema = scope.schema_url if not scope.schema_url or sh.SCHEMA_URL.fits(scope.schema_url) else None
+        if attributes is None and (name, version, schema) == (scope.name, scope.version, scope.schema_url):
+            clean = scope
+        else:
+            clean = InstrumentationScope(name, version, schema,
+                                         attributes if attributes is not None else scope.attributes)
+        if len(self._scopes) > 256:  # a bound: scopes are few, but nothing here may grow forever
+            self._scopes.clear()
+        self._scopes[id(scope)] = (scope, clean)
+        return clean
+
+    # --- the span ------------------------------------------------------------------
+    def __call__(self, span: ReadableSpan) -> ReadableSpan:
+        original_name, original_scope = span.name, span.instrumentation_scope
+        name = self._name(original_name, sh.SPAN_NAME, "span.name")
+        attributes = self.attributes(span.attributes)
+        changed = name is not original_name or attributes is not None
+        events = []
+        for event in span.events:
+            event_name = self._name(event.name, sh.EVENT_NAME, "event.name")
+            event_attributes = self.attributes(event.attributes)
+            if event_name is event.name and event_attributes is None:
+                events.append(event)
+                continue
+            changed = True
+            events.append(Event(event_name, event_attributes if event_attributes is not None else event.attributes,
+                                timestamp=event.timestamp))
+        links = []
+        for link in span.links:
+            link_attributes = self.attributes(link.attributes)
+            link_context = self._context(link.context)
+            if link_attributes is None and link_context is None:
+                links.append(link)
+                continue
+            changed = True
+            links.append(Link(link_context or link.context,
+                              link_attributes if link_attributes is not None else link.attributes))
+        context = self._context(span.context)
+        parent = self._context(span.parent)
+        scope = self._scope(original_scope)
+        status = span.status
+        changed |= (context is not None or parent is not None or scope is not original_scope
+                    or bool(status.description))
+        if not changed:
+            return span
+        return ReadableSpan(
+            name=name,
+            context=context or span.context,
+            parent=parent or span.parent,
+            resource=span.resource,
+            attributes=attributes if attributes is not None else span.attributes,
+            events=events,
+            links=links,
+            kind=span.kind,
+            status=Status(status.status_code),  # the description is free text: dropped
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=scope,
+        )
 
 
-def _already_clean(span: ReadableSpan, keys: frozenset[str]) -> bool:
-    """Nothing to strip: every key allowed, no status description. Our own spans are
-    usually this (they are built from metadata), and copying them would be pure cost."""
-    if span.status.description:
-        return False
-    if span.attributes and not keys.issuperset(span.attributes):
-        return False
-    if any(event.attributes and not keys.issuperset(event.attributes) for event in span.events):
-        return False
-    if any(link.attributes and not keys.issuperset(link.attributes) for link in span.links):
-        return False
-    scope = span.instrumentation_scope
-    return not (scope is not None and scope.attributes and not keys.issuperset(scope.attributes))
-
-
-def sanitise_span(span: ReadableSpan, allowed: Iterable[str] = METADATA_ALLOWLIST) -> ReadableSpan:
-    """`span` itself when it holds nothing to strip, else a copy holding only allowlisted
-    keys and no free text but its name."""
-    keys = allowed if isinstance(allowed, frozenset) else frozenset(allowed)
-    if _already_clean(span, keys):
-        return span
-    events = [
-        Event(event.name, _filter(event.attributes, keys), timestamp=event.timestamp)
-        for event in span.events
-    ]
-    links = [Link(link.context, _filter(link.attributes, keys)) for link in span.links]
-    scope = span.instrumentation_scope
-    if scope is not None:
-        scope = InstrumentationScope(scope.name, scope.version, scope.schema_url,
-                                     _filter(scope.attributes, keys))
-    status = span.status
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=_filter(span.attributes, keys),
-        events=events,
-        links=links,
-        kind=span.kind,
-        status=Status(status.status_code),  # the description is free text: dropped
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=scope,
-    )
+def sanitise_span(span: ReadableSpan, allowed: Iterable[str] = METADATA_ALLOWLIST, **options: Any) -> ReadableSpan:
+    """`span` itself when it holds nothing to change, else its metadata-only copy (the
+    options are SpanSanitiser's)."""
+    return SpanSanitiser(allowed, **options)(span)
 
 
 class MetadataOnlySpanProcessor(SpanProcessor):
@@ -88,11 +283,19 @@ class MetadataOnlySpanProcessor(SpanProcessor):
         allowlist: Iterable[str] = METADATA_ALLOWLIST,
         account: TelemetryAccount | None = None,
         sanitiser: Sanitiser | None = None,
+        secrets: Iterable[str] = (),
+        content_scrubber: Scrubber | None = None,
+        hash_key: bytes | None = None,
     ) -> None:
         self._next = next_processor
-        self._allowed = frozenset(allowlist)
         self.account = account if account is not None else TelemetryAccount()
-        self._sanitise: Sanitiser = sanitiser or (lambda span: sanitise_span(span, self._allowed))
+        self._default = SpanSanitiser(allowlist, account=self.account, secrets=secrets,
+                                      content_scrubber=content_scrubber, hash_key=hash_key)
+        self._sanitise: Sanitiser = sanitiser or self._default
+
+    def add_secrets(self, secrets: Iterable[str]) -> None:
+        """More values that must never leave (e.g. the live client's key, once it is known)."""
+        self._default.add_secrets(secrets)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         return None

@@ -1,29 +1,48 @@
-"""A recording straight into OpenTelemetry spans, with explicit start and end times.
+"""A recording into OpenTelemetry spans through the same `SpanListener` as a live shift.
 
-One `invoke_agent` span and, under it, one `chat` span per recorded call, carrying the
-usage, model, finish reasons, response id and requested tool names its response holds.
-Times come from the recording's timeline (`timing.start_unix_nano`/`duration_ns`) where
-it has one; otherwise a synthetic, deterministic timeline anchored at the header's clock
-origin (or 0). Nothing is re-run: a plain `{request, response}` file from another harness
-converts the same way.
+The recording is first replayed (zero model calls) into a buffer of cafe trace events, so
+the export has the live shift's whole tree (shift, phases, `chat` and tool spans) with the
+same names, kinds, parents and attributes. Only then are the events handed to the span
+listener, each on the recording's timeline: a `chat` span at its call's recorded
+`timing.start_unix_nano`/`duration_ns` (or a synthetic, deterministic timeline anchored at
+the header's clock origin, or 0), the events between two calls spread evenly between them.
+
+A recording that does not replay (a plain `{request, response}` file from another harness,
+a truncated one) is exported from its calls alone: an `invoke_agent` span with one `chat`
+span per call, built from the same events and mapped by the same listener.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 
 from cafe.loop import AGENT_NAME
-from cafe.recording.format import RecordedCall, Recording
+from cafe.outcomes import StopReason
+from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe_otel import mapping
-from cafe_otel import semconv as sc
+from cafe.recording.shift import replay_shift
+from cafe.trace.clock import TickClock
+from cafe.trace.events import (
+    ENDED,
+    STARTED,
+    GenerationEnded,
+    GenerationRequest,
+    GenerationResult,
+    GenerationStarted,
+    ShiftEnded,
+    ShiftStarted,
+    TraceEvent,
+)
+from cafe.trace.log import EventLog
+from cafe.trace.tracer import Tracer
 from cafe_otel.content import CaptureMode, capture_mode
-from cafe_otel.tracer import otel_tracer_of
+from cafe_otel.span_listener import SpanListener
 
 # The synthetic timeline: calls 1 ms long, 1 ms apart, after a 1 ms lead-in.
 SYNTHETIC_STEP_NS = 1_000_000
@@ -59,20 +78,93 @@ def call_windows(recording: Recording) -> tuple[CallWindow, list[CallWindow]]:
     return CallWindow(agent_start, agent_end), calls
 
 
-def _chat_attributes(recording: Recording, call: RecordedCall, model: str, provider: str) -> dict:
-    temperature = call.request.get("temperature")
-    attributes = {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-        sc.GEN_AI_PROVIDER_NAME: provider,
-        sc.GEN_AI_REQUEST_MODEL: model,
-        sc.CAFE_RECORDING_CALL: call.index,
-    }
-    if recording.header.conversation_id is not None:
-        attributes[sc.GEN_AI_CONVERSATION_ID] = recording.header.conversation_id
-    if isinstance(temperature, int | float) and not isinstance(temperature, bool):
-        attributes[sc.GEN_AI_REQUEST_TEMPERATURE] = float(temperature)
-    attributes.update(mapping.response_attributes(call.response))
-    return attributes
+def _request_model(recording: Recording, response: Mapping[str, Any]) -> str:
+    model = recording.model or "unknown"
+    return model if recording.header.model else response.get("model") or model
+
+
+def _stop_reason(recording: Recording) -> StopReason | None:
+    try:
+        return StopReason(recording.ending.stop_reason) if recording.ending is not None else None
+    except ValueError:  # another harness's reason: not one of ours, so not claimed as one
+        return None
+
+
+def calls_only_events(recording: Recording, *, keep_inputs: bool = False) -> list[TraceEvent]:
+    """The events of a recording that does not replay: the shift and one generation a call."""
+    provider = recording.header.provider or UNKNOWN_PROVIDER
+    events: list[TraceEvent] = [ShiftStarted(1, None, 0.0, AGENT_NAME, recording.header.conversation_id,
+                                             recording.model or "unknown", provider)]
+    for number, call in enumerate(recording.calls, start=2):
+        temperature = call.request.get("temperature")
+        request = GenerationRequest(
+            model=_request_model(recording, call.response),
+            provider=provider,
+            messages=(call.request.get("messages") or []) if keep_inputs else (),
+            temperature=(float(temperature) if isinstance(temperature, int | float)
+                         and not isinstance(temperature, bool) else None),
+            tools=call.request.get("tools") if keep_inputs else None,
+        )
+        events.append(GenerationStarted(number, 1, 0.0, f"chat {request.model}", request))
+        events.append(GenerationEnded(number, 1, 0.0, request, GenerationResult.of(call.response)))
+    events.append(ShiftEnded(1, None, 0.0, stop_reason=_stop_reason(recording)))
+    return events
+
+
+def shift_events(recording: Recording, *, keep_inputs: bool = False) -> list[TraceEvent]:
+    """The recording's shift as cafe trace events: replayed when it replays, else its calls."""
+    log = EventLog()
+    tracer = Tracer(clock=TickClock(), keep_inputs=keep_inputs, tree=False, listeners=[log])
+    try:
+        replay_shift(recording, tracer=tracer)
+    except Exception:  # any replay failure means: export what was recorded, the calls
+        return calls_only_events(recording, keep_inputs=keep_inputs)
+    return log.events
+
+
+def on_timeline(events: Sequence[TraceEvent], recording: Recording) -> dict[int, int]:
+    """Each event's time (keyed by `id(event)`) on the recording's timeline: the shift's
+    window at its ends, each generation at its call's window, and the events between two
+    of those spread evenly between them."""
+    window, windows = call_windows(recording)
+    anchors: dict[int, int] = {0: window.start, len(events) - 1: window.end}
+    starts = ends = 0
+    for index, event in enumerate(events):
+        if isinstance(event, GenerationStarted) and starts < len(windows):
+            anchors[index] = windows[starts].start
+            starts += 1
+        elif isinstance(event, GenerationEnded) and ends < len(windows):
+            anchors[index] = windows[ends].end
+            ends += 1
+    fixed = sorted(anchors)
+    times: dict[int, int] = {}
+    for left, right in pairwise(fixed):
+        a, b = anchors[left], anchors[right]
+        for index in range(left, right + 1):
+            times[id(events[index])] = a + (b - a) * (index - left) // (right - left)
+    if len(fixed) == 1:
+        times[id(events[0])] = anchors[0]
+    _contain(events, times)
+    return times
+
+
+def _contain(events: Sequence[TraceEvent], times: dict[int, int]) -> None:
+    """Widen each span to cover its children. Recorded calls can overlap or run out of
+    order (a stalled wall clock), and a turn must still hold its `chat` span."""
+    open_starts: list[TraceEvent] = []
+    latest: dict[int, int] = {}  # span id -> the latest end among its children
+    for event in events:
+        if isinstance(event, STARTED):
+            at = times[id(event)]
+            for ancestor in open_starts:
+                times[id(ancestor)] = min(times[id(ancestor)], at)
+            open_starts.append(event)
+        elif isinstance(event, ENDED) and open_starts:
+            started = open_starts.pop()
+            end = max(times[id(event)], times[id(started)], latest.pop(event.span_id, times[id(started)]))
+            times[id(event)] = end
+            if event.parent_id is not None:
+                latest[event.parent_id] = max(latest.get(event.parent_id, end), end)
 
 
 def export_recording(
@@ -86,41 +178,13 @@ def export_recording(
     if not isinstance(recording, Recording):
         recording = load_recording(recording)
     capture = capture_mode(capture_content, environ)
-    tracer = otel_tracer_of(provider)
-    model = recording.model or "unknown"
-    provider_name = recording.header.provider or UNKNOWN_PROVIDER
-    window, windows = call_windows(recording)
+    events = shift_events(recording, keep_inputs=capture.enabled)
+    times = on_timeline(events, recording)
+    # Not attached as the current context: nothing else runs inside these spans.
+    listener = SpanListener(provider, capture=capture, timestamps=lambda event: times[id(event)],
+                            attach_context=False)
+    for event in events:
+        listener.on_event(event)
+    return listener.spans_started
 
-    agent_attributes = {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
-        sc.GEN_AI_PROVIDER_NAME: provider_name,
-        sc.GEN_AI_AGENT_NAME: AGENT_NAME,
-        sc.GEN_AI_REQUEST_MODEL: model,
-        sc.CAFE_RECORDING_VERSION: recording.header.version,
-    }
-    if recording.ending is not None:
-        agent_attributes[sc.CAFE_STOP_REASON] = recording.ending.stop_reason
-    if recording.header.conversation_id is not None:
-        agent_attributes[sc.GEN_AI_CONVERSATION_ID] = recording.header.conversation_id
-    agent = tracer.start_span(
-        sc.AGENT_SPAN_NAME.format(agent=AGENT_NAME), context=None, kind=SpanKind.INTERNAL,
-        attributes=agent_attributes, start_time=window.start,
-    )
-    parent = trace.set_span_in_context(agent)
-    for call, call_window in zip(recording.calls, windows, strict=True):
-        request_model = model if recording.header.model else call.response.get("model") or model
-        span = tracer.start_span(
-            sc.CHAT_SPAN_NAME.format(model=request_model), context=parent, kind=SpanKind.CLIENT,
-            attributes=_chat_attributes(recording, call, request_model, provider_name),
-            start_time=call_window.start,
-        )
-        if capture.enabled:
-            content = mapping.chat_content(call.request.get("messages") or [], call.response,
-                                           call.request.get("tools"))
-            if capture.on_span:
-                span.set_attributes(content)
-            if capture.on_event:
-                span.add_event(sc.CONTENT_EVENT_NAME, content, timestamp=call_window.end)
-        span.end(end_time=call_window.end)
-    agent.end(end_time=window.end)
-    return len(recording.calls) + 1
+

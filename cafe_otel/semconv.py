@@ -60,6 +60,25 @@ EXCEPTION_STACKTRACE = "exception.stacktrace"
 SERVICE_NAME = "service.name"
 SERVICE_VERSION = "service.version"
 SERVICE_INSTANCE_ID = "service.instance.id"
+# Low-cardinality HTTP/RPC metadata a third-party client span commonly carries.
+HTTP_REQUEST_METHOD = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+URL_SCHEME = "url.scheme"
+NETWORK_PROTOCOL_NAME = "network.protocol.name"
+NETWORK_PROTOCOL_VERSION = "network.protocol.version"
+RPC_SYSTEM = "rpc.system"
+RPC_SERVICE = "rpc.service"
+RPC_METHOD = "rpc.method"
+RPC_GRPC_STATUS_CODE = "rpc.grpc.status_code"
+
+# --- Event names an exported span may carry as they are (any other is renamed) -------
+# The exception event, the 1.41.1 content event, and the earlier GenAI message events
+# that other instrumentations still emit (their content attributes are removed unless
+# content capture is on).
+KNOWN_EVENT_NAMES = frozenset({
+    EXCEPTION_EVENT_NAME, CONTENT_EVENT_NAME, "gen_ai.system.message", "gen_ai.user.message",
+    "gen_ai.assistant.message", "gen_ai.tool.message", "gen_ai.choice",
+})
 
 # --- Our own namespace: facts the conventions have no attribute for -------------------
 CAFE_PHASE = "cafe.phase"
@@ -72,8 +91,22 @@ CAFE_TICKET_NUMBER = "cafe.ticket.number"
 # Requested tool names live inside gen_ai.output.messages (content); the metadata view
 # needs them without the content, so they get a key of ours.
 CAFE_GEN_AI_TOOL_CALLS = "cafe.gen_ai.tool_calls"
+CAFE_CONSENT_OUTCOME = "cafe.consent.outcome"  # a metric attribute (cafe_otel.metrics_listener)
 CAFE_RECORDING_VERSION = "cafe.recording.version"
 CAFE_RECORDING_CALL = "cafe.recording.call"
+
+# --- Metrics (semconv 1.41.1, docs/gen-ai/gen-ai-metrics.md and model/gen-ai/metrics.yaml) ---
+METRIC_GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
+METRIC_GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+TOKEN_TYPE_INPUT = "input"
+TOKEN_TYPE_OUTPUT = "output"
+# Ours: counters of the shift's own facts, metadata only and bounded.
+CAFE_SHIFTS = "cafe.shifts"
+CAFE_TOOL_EXECUTIONS = "cafe.tool.executions"
+CAFE_TICKETS_FIRED = "cafe.tickets.fired"
+CAFE_CONSENT_DECISIONS = "cafe.consent.decisions"
+CAFE_REPAIRS_USED = "cafe.repairs.used"
 
 # --- Span names -----------------------------------------------------------------------
 AGENT_SPAN_NAME = "invoke_agent {agent}"
@@ -83,8 +116,8 @@ TOOL_SPAN_NAME = "execute_tool {tool}"
 # --- The metadata allowlist -----------------------------------------------------------
 # What MetadataOnlySpanProcessor lets through, on our spans and everyone else's. Anything
 # not listed is removed: a key we do not know could carry a prompt, a URL with a query
-# string or a database statement. Values under these keys are identifiers, counts,
-# enumerations or names, never conversation text.
+# string or a database statement. Listing a key is not enough: its values must also fit
+# the key's declared shape (cafe_otel.shapes), or they are withheld.
 METADATA_ALLOWLIST = frozenset({
     GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_AGENT_NAME, GEN_AI_CONVERSATION_ID,
     GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_TEMPERATURE, GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID,
@@ -94,7 +127,6 @@ METADATA_ALLOWLIST = frozenset({
     CAFE_PHASE, CAFE_TURN, CAFE_STOP_REASON, CAFE_SHIFT_TURNS, CAFE_SHIFT_TICKETS,
     CAFE_TOOL_STATUS, CAFE_TICKET_NUMBER, CAFE_GEN_AI_TOOL_CALLS, CAFE_RECORDING_VERSION,
     CAFE_RECORDING_CALL,
-    # Low-cardinality HTTP/RPC metadata a third-party client span commonly carries.
-    "http.request.method", "http.response.status_code", "url.scheme", "network.protocol.name",
-    "network.protocol.version", "rpc.system", "rpc.service", "rpc.method", "rpc.grpc.status_code",
+    HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, URL_SCHEME, NETWORK_PROTOCOL_NAME,
+    NETWORK_PROTOCOL_VERSION, RPC_SYSTEM, RPC_SERVICE, RPC_METHOD, RPC_GRPC_STATUS_CODE,
 })

@@ -4,10 +4,17 @@
 OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT is read in MILLISECONDS, as the specification says
 (the Python OTLP exporters read it in seconds; `configure` passes them an explicit
 timeout, so their reading never applies). The explicit `export_timeout` is in seconds.
+
+Every value is checked here, at the boundary: a number out of its range (NaN, inf, zero,
+negative, absurdly large), a batch larger than its queue, a boolean that is neither true nor
+false, or an endpoint that is not an http(s) URL with a host and a port in 1-65535 is a
+`TelemetryConfigError` (exit 20) naming the variable or argument and what it accepts. Nothing
+out of range reaches a worker thread, where it would fail later and out of sight.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,14 +30,73 @@ DEFAULT_PROTOCOL = GRPC  # what the Python distro defaults to; the collector's 4
 DEFAULT_ENDPOINTS = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}
 HTTP_TRACES_PATH = "/v1/traces"
 DEFAULT_EXPORT_TIMEOUT = 5.0
+MAX_SECONDS = 3600.0  # an hour: longer than any sane export, shutdown or batch delay
+MAX_QUEUE_SIZE = 1_000_000
+DEFAULT_MAX_QUEUE_SIZE = 2048
+DEFAULT_MAX_EXPORT_BATCH_SIZE = 512
+DEFAULT_SCHEDULE_DELAY = 1.0  # seconds; the specification's 5 s holds spans longer than a shift
+TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+ENDPOINT_ARGUMENT = "endpoint argument (--otlp)"
 
 
 class TelemetryConfigError(ConfigurationError):
     """A telemetry setting that cannot be used; the message names the variable."""
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
+def _boolean(env: Mapping[str, str], variable: str) -> bool:
+    # The specification would read any other value as false with a warning; a typo such as
+    # OTEL_SDK_DISABLED=1 then leaves export on while its writer thinks it is off.
+    text = env.get(variable, "").strip().lower()
+    if text in ("", "false"):
+        return False
+    if text == "true":
+        return True
+    raise TelemetryConfigError(f"{variable}: {_shown(env.get(variable, ''))} is not true or false")
+
+
+def _shown(raw: str, limit: int = 40) -> str:
+    """A bad value as an error shows it: quoted, cut short (a value may be long or odd)."""
+    return repr(raw[:limit] + ("…" if len(raw) > limit else ""))
+
+
+def seconds_in_range(value: object, source: str, *, low_inclusive: bool = False) -> float:
+    """A finite number of seconds in (0, 3600] (or [0, 3600] with `low_inclusive`)."""
+    low = "[0" if low_inclusive else "(0"
+    accepted = f"a number of seconds in {low}, {MAX_SECONDS:g}]"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TelemetryConfigError(f"{source}: {type(value).__name__} is not {accepted}")
+    number = float(value)
+    above_low = number >= 0 if low_inclusive else number > 0
+    if not (math.isfinite(number) and above_low and number <= MAX_SECONDS):
+        raise TelemetryConfigError(f"{source}: {number!r} is not {accepted}")
+    return number
+
+
+def millis_in_range(raw: str, variable: str) -> float:
+    """A variable in milliseconds, as seconds: finite and in (0, 3600000]."""
+    accepted = f"a number of milliseconds in (0, {MAX_SECONDS * 1000:.0f}]"
+    try:
+        number = float(raw)
+    except ValueError:
+        raise TelemetryConfigError(f"{variable}: {_shown(raw)} is not {accepted}") from None
+    if not (math.isfinite(number) and 0 < number <= MAX_SECONDS * 1000):
+        raise TelemetryConfigError(f"{variable}: {_shown(raw)} is not {accepted}")
+    return number / 1000.0
+
+
+def _whole_in_range(value: object, source: str, high: int, what: str) -> int:
+    accepted = f"a whole number from 1 to {high}{what}"
+    if isinstance(value, str):
+        text = value
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise TelemetryConfigError(f"{source}: {_shown(text)} is not {accepted}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TelemetryConfigError(f"{source}: {type(value).__name__} is not {accepted}")
+    if not 1 <= value <= high:
+        raise TelemetryConfigError(f"{source}: {value} is not {accepted}")
+    return value
 
 
 def _first(environ: Mapping[str, str], *names: str) -> str | None:
@@ -120,12 +186,11 @@ def resolve_settings(
         )
 
     if export_timeout is not None:
-        timeout = float(export_timeout)
+        timeout = seconds_in_range(export_timeout, "export_timeout argument")
     else:
-        raw = _first(env, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
-        timeout = _millis(raw) if raw else DEFAULT_EXPORT_TIMEOUT
-    if timeout <= 0:
-        raise TelemetryConfigError("export timeout must be positive")
+        variable = next((name for name in TIMEOUT_VARIABLES if env.get(name, "").strip()), None)
+        timeout = (millis_in_range(env[variable].strip(), variable) if variable
+                   else DEFAULT_EXPORT_TIMEOUT)
 
     compression = _first(env, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
     if compression and compression.lower() not in ("gzip", "none"):
@@ -141,16 +206,8 @@ def resolve_settings(
         export_timeout=timeout,
         compression=compression.lower() if compression else None,
         capture=capture_mode(capture_content, env),
-        disabled=_truthy(env.get("OTEL_SDK_DISABLED")),
+        disabled=_boolean(env, "OTEL_SDK_DISABLED"),
     )
-
-
-def _millis(raw: str) -> float:
-    try:
-        return float(raw) / 1000.0
-    except ValueError:
-        raise TelemetryConfigError(
-            f"OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT: {raw!r} is not a number of milliseconds") from None
 
 
 def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> str:
@@ -158,32 +215,79 @@ def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> st
     # which HTTP appends /v1/traces. An explicit argument is treated like the generic one
     # unless it already carries a path.
     signal = _first(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    base = explicit or (None if signal else _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT"))
     if explicit is None and signal:
-        return signal
-    url = base or DEFAULT_ENDPOINTS[protocol]
+        return check_endpoint(signal, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    generic = None if explicit else _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
+    source = ENDPOINT_ARGUMENT if explicit else "OTEL_EXPORTER_OTLP_ENDPOINT"
+    url = explicit or generic or DEFAULT_ENDPOINTS[protocol]
     if "://" not in url:
         url = "http://" + url
+    check_endpoint(url, source)
     if protocol == HTTP and urlsplit(url).path in ("", "/"):
         url = url.rstrip("/") + HTTP_TRACES_PATH
     return url
 
 
-def batch_setting(explicit: int | None, env: Mapping[str, str], variable: str, default: int) -> int:
-    """An OTEL_BSP_* batch setting: the explicit argument, else the variable, else the
-    specification's default (the delay is in milliseconds there)."""
-    if explicit is not None:
-        return explicit
-    raw = _first(env, variable)
-    if raw is None:
-        return default
+def check_endpoint(url: str, source: str) -> str:
+    """An http(s) URL with a host and, if any, a port in 1-65535. The error names the
+    problem, not the URL (it may carry a user:password part)."""
+    accepted = "use http(s)://HOST[:PORT] with a port from 1 to 65535"
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise TelemetryConfigError(f"{source}: the endpoint has a space or control character; {accepted}")
     try:
-        value = int(raw)
-    except ValueError:
-        raise TelemetryConfigError(f"{variable}: {raw!r} is not a whole number") from None
-    if value < 1:
-        raise TelemetryConfigError(f"{variable}: must be at least 1, not {value}")
-    return value
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        problem = ("unbalanced [ ] around an IPv6 address" if "IPv6" in str(error)
+                   else "the port is not a number from 1 to 65535")
+        raise TelemetryConfigError(f"{source}: {problem}; {accepted}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise TelemetryConfigError(f"{source}: scheme {_shown(parts.scheme)} is not http or https; {accepted}")
+    if not parts.hostname:
+        raise TelemetryConfigError(f"{source}: the endpoint has no host; {accepted}")
+    if port == 0:
+        raise TelemetryConfigError(f"{source}: port 0 is not a port to send to; {accepted}")
+    return url
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """The batch processor's settings, in seconds where they are times."""
+
+    max_queue_size: int
+    max_export_batch_size: int
+    schedule_delay: float
+    shutdown_timeout: float
+
+
+def resolve_batch_settings(
+    *,
+    max_queue_size: int | None = None,
+    max_export_batch_size: int | None = None,
+    schedule_delay: float | None = None,
+    shutdown_timeout: float,
+    environ: Mapping[str, str] | None = None,
+) -> BatchSettings:
+    """Explicit arguments, else OTEL_BSP_* (the delay in milliseconds there), else defaults."""
+    env = os.environ if environ is None else environ
+
+    def whole(explicit: int | None, variable: str, default: int, high: int, what: str = "") -> int:
+        if explicit is not None:
+            return _whole_in_range(explicit, f"{variable.removeprefix('OTEL_BSP_').lower()} argument",
+                                   high, what)
+        raw = _first(env, variable)
+        return default if raw is None else _whole_in_range(raw, variable, high, what)
+
+    queue = whole(max_queue_size, "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE, MAX_QUEUE_SIZE)
+    batch = whole(max_export_batch_size, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+                  min(DEFAULT_MAX_EXPORT_BATCH_SIZE, queue), queue, " (at most the queue size)")
+    if schedule_delay is not None:
+        delay = seconds_in_range(schedule_delay, "schedule_delay argument")
+    else:
+        raw = _first(env, "OTEL_BSP_SCHEDULE_DELAY")
+        delay = DEFAULT_SCHEDULE_DELAY if raw is None else millis_in_range(raw, "OTEL_BSP_SCHEDULE_DELAY")
+    return BatchSettings(queue, batch, delay,
+                         seconds_in_range(shutdown_timeout, "shutdown_timeout argument", low_inclusive=True))
 
 
 def display_endpoint(url: str) -> str:

@@ -6,16 +6,18 @@ configurations they run, parameterised by environment variables (ports, queue di
 """
 
 from otelstack.binaries import BUILD_HINT, binary_path, usable
-from otelstack.layout import COLLECTOR_CONFIG, JAEGER_CONFIG, REPO
-from otelstack.procs import LOOPBACK, Collector, Jaeger, Proc, free_ports, http_get, wait_for
+from otelstack.layout import COLLECTOR_CONFIG, GATEWAY_CONFIG, JAEGER_CONFIG, REPO
+from otelstack.procs import LOOPBACK, Collector, Gateway, Jaeger, Proc, free_ports, http_get, wait_for
 
 __all__ = [
     "BUILD_HINT",
     "COLLECTOR_CONFIG",
+    "GATEWAY_CONFIG",
     "JAEGER_CONFIG",
     "LOOPBACK",
     "REPO",
     "Collector",
+    "Gateway",
     "Jaeger",
     "Proc",
     "binary_path",

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from otelstack.layout import COLLECTOR_CONFIG, JAEGER_CONFIG
+from otelstack.layout import COLLECTOR_CONFIG, GATEWAY_CONFIG, JAEGER_CONFIG
 
 LOOPBACK = "127.0.0.1"
 
@@ -154,9 +154,12 @@ class Proc:
 
 class Jaeger(Proc):
     @classmethod
-    def create(cls, binary: Path, workdir: Path) -> Jaeger:
+    def create(cls, binary: Path, workdir: Path, data_dir: Path | None = None) -> Jaeger:
+        """Jaeger on jaeger.yaml, its Badger store in `data_dir` (default workdir/jaeger-data):
+        a restart (same object, same env) finds the traces it stored before."""
         ports = free_ports("otlp_grpc", "otlp_http", "query_http", "query_grpc", "health")
         env = {
+            "CAFE_JAEGER_DATA_DIR": str(data_dir or workdir / "jaeger-data"),
             "CAFE_JAEGER_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
             "CAFE_JAEGER_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['otlp_http']}",
             "CAFE_JAEGER_QUERY_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['query_http']}",
@@ -181,6 +184,10 @@ class Jaeger(Proc):
         status, body = http_get(f"http://{LOOPBACK}:{self.ports['query_http']}{path}")
         assert status == 200, f"GET {path}: HTTP {status} {body[:300]}"
         return json.loads(body), body
+
+    def api_status(self, path: str) -> int:
+        """Only the HTTP status of GET /api/... (404: Jaeger has no such trace)."""
+        return http_get(f"http://{LOOPBACK}:{self.ports['query_http']}{path}")[0]
 
     def services(self) -> list[str]:
         return self.api("/api/services")[0]["data"] or []
@@ -212,32 +219,27 @@ class Jaeger(Proc):
         return [span for t in self.traces(service)[0] for span in t["spans"]]
 
 
-class Collector(Proc):
-    @classmethod
-    def create(cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path) -> Collector:
-        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics")
-        env = {
-            "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
-            "CAFE_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['otlp_http']}",
-            "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
-            "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,
-            "CAFE_OTELCOL_METRICS_PORT": str(ports["metrics"]),
-            "CAFE_OTELCOL_QUEUE_DIR": str(queue_dir),
-            "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
-            "CAFE_UPSTREAM_TLS_INSECURE": "true",
-        }
-        return cls(
-            "otelcol",
-            [str(binary), f"--config={COLLECTOR_CONFIG}"],
-            env,
-            workdir / "otelcol.log",
-            f"http://{LOOPBACK}:{ports['health']}/",
-            ports,
-        )
+class OtelCol(Proc):
+    """A running otelcol-cafe (either tier): its OTLP/gRPC address and its own metrics."""
 
     @property
     def otlp_grpc(self) -> str:
         return f"{LOOPBACK}:{self.ports['otlp_grpc']}"
+
+    def samples(self, name: str) -> list[tuple[dict[str, str], float]]:
+        """Every sample of one metric (either name form) with its labels."""
+        status, body = http_get(f"http://{LOOPBACK}:{self.ports['metrics']}/metrics")
+        assert status == 200, f"metrics endpoint: HTTP {status}"
+        found = []
+        for line in body.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name_labels, _, value = line.rpartition(" ")
+            metric, _, labels = name_labels.partition("{")
+            if metric in (name, f"{name}_total"):
+                pairs = (item.split("=", 1) for item in labels.rstrip("}").split(",") if "=" in item)
+                found.append(({k: v.strip('"') for k, v in pairs}, float(value)))
+        return found
 
     def metrics(self) -> dict[str, float]:
         """The collector's own metrics, summed over labels: {name: value}.
@@ -258,3 +260,87 @@ class Collector(Proc):
     def metric(self, name: str) -> float:
         values = self.metrics()
         return values.get(name, values.get(f"{name}_total", 0.0))
+
+
+class Collector(OtelCol):
+    @classmethod
+    def create(
+        cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path, *, gateways: list[str] | None = None,
+        overlays: tuple[Path, ...] = (), extra_env: dict[str, str] | None = None,
+    ) -> Collector:
+        """collector.yaml: straight to `upstream`, or with `gateways` (host:port each) the
+        agent of two tiers, routing by trace id through its load_balancing exporter.
+        `overlays` are further --config files merged over it (e.g. a resolver overlay)."""
+        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics")
+        tier = {}
+        if gateways:
+            tier = {
+                "CAFE_AGENT_EXPORTER": "load_balancing",
+                "CAFE_GATEWAYS": "[" + ", ".join(gateways) + "]",
+                "CAFE_GATEWAY_TLS_INSECURE": "true",
+            }
+        env = {
+            **tier,
+            "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
+            "CAFE_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{ports['otlp_http']}",
+            "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
+            "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,
+            "CAFE_OTELCOL_METRICS_PORT": str(ports["metrics"]),
+            "CAFE_OTELCOL_QUEUE_DIR": str(queue_dir),
+            "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
+            "CAFE_UPSTREAM_TLS_INSECURE": "true",
+            **(extra_env or {}),
+        }
+        return cls(
+            "otelcol",
+            [str(binary), *(f"--config={c}" for c in (COLLECTOR_CONFIG, *overlays))],
+            env,
+            workdir / "otelcol.log",
+            f"http://{LOOPBACK}:{ports['health']}/",
+            ports,
+        )
+
+
+class Gateway(OtelCol):
+    """One Collector of the gateway tier (gateway.yaml): OTLP/gRPC in, tail sampling, OTLP/gRPC out."""
+
+    @classmethod
+    def create(
+        cls,
+        binary: Path,
+        workdir: Path,
+        upstream: str,
+        name: str,
+        *,
+        sample_percent: float = 10.0,
+        decision_wait: str = "60s",
+        after_root: str = "5s",
+        slow_shift_ms: int = 20000,
+    ) -> Gateway:
+        ports = free_ports("otlp_grpc", "health", "metrics")
+        env = {
+            "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
+            "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
+            "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,
+            "CAFE_OTELCOL_METRICS_PORT": str(ports["metrics"]),
+            "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
+            "CAFE_UPSTREAM_TLS_INSECURE": "true",
+            "CAFE_SAMPLE_PERCENT": f"{sample_percent:g}",
+            "CAFE_TAIL_DECISION_WAIT": decision_wait,
+            "CAFE_TAIL_DECISION_WAIT_AFTER_ROOT": after_root,
+            "CAFE_SLOW_SHIFT_MS": str(slow_shift_ms),
+        }
+        return cls(
+            name,
+            [str(binary), f"--config={GATEWAY_CONFIG}"],
+            env,
+            workdir / f"{name}.log",
+            f"http://{LOOPBACK}:{ports['health']}/",
+            ports,
+        )
+
+    def undecided(self) -> float:
+        """Traces received but not yet decided (0 when everything it holds is decided)."""
+        received = self.metric("otelcol_processor_tail_sampling_new_trace_id_received")
+        decided = self.metric("otelcol_processor_tail_sampling_global_count_traces_sampled")
+        return received - decided

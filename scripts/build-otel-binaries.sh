@@ -4,8 +4,10 @@
 #   jaeger        Jaeger v2, pinned in tools/jaeger/go.mod
 # into ${CAFE_OTEL_BIN_CACHE:-$HOME/.cache/cafe-otel/bin}/<key>/, where <key> hashes
 # the inputs (manifest, tools/jaeger/go.mod + go.sum, `go version`). A matching
-# key is reused without building. Then <cache>/current -> <key>, so the tests
-# find <cache>/current/otelcol-cafe and <cache>/current/jaeger.
+# key is reused without building. The tests compute the same key and run
+# <cache>/<key>/{otelcol-cafe,jaeger} (otelstack/binaries.py), so checkouts of
+# different manifests on one machine each run their own build. <cache>/current
+# -> <key> (the last one built) is for people and for machines without Go.
 #
 # Needs only Go and the Go module proxy. Go's own module and build caches are
 # left where they are (GOMODCACHE, GOCACHE): a rebuild after a key change

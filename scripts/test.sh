@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`) runs this after setting up the venv:
-# lint, build or reuse the Collector and Jaeger binaries, then every test.
+# lint, type-check, build or reuse the Collector and Jaeger binaries, then every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
 "$VENV/bin/ruff" check .
+# Strict typing over both packages (pyproject.toml's [tool.mypy]).
+"$VENV/bin/mypy"
 
 if command -v go >/dev/null 2>&1; then
   bash scripts/build-otel-binaries.sh

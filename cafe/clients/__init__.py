@@ -1,6 +1,6 @@
 """Model clients: scripted (offline default), canned (fixed replies), live (openai SDK)."""
 
-from cafe.clients.base import ChatClient, check_tool_call_ids
+from cafe.clients.base import ChatClient, HoldsSecrets, NetworkClient, check_tool_call_ids
 from cafe.clients.canned import CannedClient, CannedRepliesExhausted
 from cafe.clients.live import LiveClient
 from cafe.clients.scripted import ScriptedClient
@@ -11,8 +11,10 @@ __all__ = [
     "CannedClient",
     "CannedRepliesExhausted",
     "ChatClient",
+    "HoldsSecrets",
     "LiveClient",
     "LiveSettings",
+    "NetworkClient",
     "ScriptedClient",
     "Secret",
     "check_tool_call_ids",

@@ -13,11 +13,19 @@ Response = dict[str, Any]
 
 @runtime_checkable
 class ChatClient(Protocol):
-    """What the shift loop needs of a model: one call, an OpenAI chat-completions body back."""
+    """What the shift loop needs of a model: one call, an OpenAI chat-completions body back.
 
-    model: str
-    provider: str
-    calls: int
+    `model`, `provider` and `calls` are read-only here: a wrapper (tracing, recording) shows
+    its inner client's through properties, and nothing outside a client sets them."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def calls(self) -> int: ...
 
     def chat(
         self,
@@ -26,6 +34,36 @@ class ChatClient(Protocol):
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response: ...
+
+
+@runtime_checkable
+class HoldsSecrets(Protocol):
+    """A client that holds values (an API key) a recorder must scrub from what it writes."""
+
+    def secrets(self) -> list[str]: ...
+
+
+@runtime_checkable
+class NetworkClient(Protocol):
+    """A client that calls a server over the network: where, for the generation span."""
+
+    @property
+    def server_address(self) -> str | None: ...
+
+    @property
+    def server_port(self) -> int | None: ...
+
+
+def secrets_of(client: object) -> list[str]:
+    """The secrets a client holds; none for one that holds none (offline clients)."""
+    return list(client.secrets()) if isinstance(client, HoldsSecrets) else []
+
+
+def endpoint_of(client: object) -> tuple[str | None, int | None]:
+    """(server address, server port) of a network client; (None, None) for any other."""
+    if isinstance(client, NetworkClient):
+        return client.server_address, client.server_port
+    return None, None
 
 
 def check_tool_call_ids(messages: Sequence[Message]) -> None:
@@ -74,7 +112,8 @@ def make_response(
 
 
 def first_message(response: Response) -> Message:
-    return response["choices"][0]["message"]
+    message: Message = response["choices"][0]["message"]
+    return message
 
 
 def tool_calls_of(message: Message) -> list[dict[str, Any]]:

@@ -1,53 +1,28 @@
 """The live model: any OpenAI-compatible endpoint through the official `openai` SDK.
 
-Responses are reduced to the chat-completions fields the harness relies on, so that a
-recording holds the same shape whichever server produced it. SDK errors are re-raised as
+Responses are checked and reduced to the chat-completions fields the harness relies on
+(`cafe.clients.reply`), so that a recording holds the same shape whichever server produced
+it, and a malformed reply is a model error (exit 21), not a crash later. SDK errors are re-raised as
 `ModelCallError` carrying the failure class and HTTP status only: server error bodies can
 echo request content or parts of the key.
+
+The SDK is imported when a live client is made, not with this module: it is most of what
+`import cafe` would cost, and offline runs never need it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-import openai
-
 from cafe.clients.base import Message, Response, check_tool_call_ids
+from cafe.clients.reply import MalformedReply, reduce_reply
 from cafe.clients.settings import LiveSettings
 from cafe.errors import ModelCallError
 
 
-def _reduce(body: dict[str, Any]) -> Response:
-    choices = []
-    for choice in body.get("choices") or []:
-        raw = choice.get("message") or {}
-        message: Message = {"role": raw.get("role", "assistant"), "content": raw.get("content")}
-        if raw.get("tool_calls"):
-            message["tool_calls"] = [
-                {
-                    # Ids are matched as strings by the loop and the replay.
-                    "id": str(call.get("id")),
-                    "type": call.get("type", "function"),
-                    "function": {
-                        "name": (call.get("function") or {}).get("name"),
-                        "arguments": (call.get("function") or {}).get("arguments"),
-                    },
-                }
-                for call in raw["tool_calls"]
-            ]
-        choices.append(
-            {"index": choice.get("index", 0), "message": message,
-             "finish_reason": choice.get("finish_reason")}
-        )
-    usage = body.get("usage") or {}
-    return {
-        "id": body.get("id"),
-        "model": body.get("model"),
-        "choices": choices,
-        "usage": {
-            key: usage.get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-        },
-    }
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class LiveClient:
@@ -66,6 +41,8 @@ class LiveClient:
         self.server_address = settings.server_address
         self.server_port = settings.server_port
         self.calls = 0
+        import openai
+
         self._sdk = openai.OpenAI(
             api_key=settings.api_key.reveal(),
             base_url=settings.base_url,
@@ -96,9 +73,14 @@ class LiveClient:
             arguments["tools"] = tools
         if tool_choice is not None:
             arguments["tool_choice"] = tool_choice
+        import openai  # loaded by __init__ already: a lookup in sys.modules
+
         self.calls += 1
         try:
-            completion = self._sdk.chat.completions.create(**arguments)
+            # The raw reply, not the SDK's pydantic model: that one takes any shape (warning on
+            # stderr with reply text in it), and what the harness keeps is checked below.
+            raw = self._sdk.chat.completions.with_raw_response.create(**arguments)
+            content = raw.http_response.content
         except openai.APIStatusError as error:
             raise ModelCallError(
                 f"model endpoint {self.server_address} answered {type(error).__name__} "
@@ -108,8 +90,8 @@ class LiveClient:
             raise ModelCallError(
                 f"model endpoint {self.server_address} failed: {type(error).__name__}"
             ) from None
-        response = _reduce(completion.model_dump(mode="json"))
-        if not response["choices"]:
-            # Nothing the shift could append: fail as a model error, not an IndexError later.
-            raise ModelCallError(f"model endpoint {self.server_address} answered with no choices")
-        return response
+        try:
+            body = json.loads(content, parse_constant=_not_json)
+        except (ValueError, RecursionError):  # HTML from a proxy, a cut-off body, NaN, too deep
+            raise MalformedReply(self.server_address, "$", "a JSON body", content.decode("utf-8", "replace")) from None
+        return reduce_reply(body, self.server_address)

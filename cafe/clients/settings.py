@@ -11,6 +11,21 @@ from urllib.parse import urlsplit
 
 from cafe.errors import ConfigurationError, MissingSettings
 
+# A recording scrubs the key wherever it occurs in text: a very short key would match
+# ordinary words and tool names. Kept equal to cafe.recording.scrub.MIN_SECRET_CHARS.
+MIN_API_KEY_CHARS = 8
+
+
+class ApiKeyTooShort(ConfigurationError):
+    """An API key too short to be scrubbed from recordings without mangling them."""
+
+    def __init__(self, source: str, length: int) -> None:
+        self.source, self.length = source, length
+        super().__init__(
+            f"{source} is {length} character(s) long; a key shorter than {MIN_API_KEY_CHARS} "
+            "characters cannot be scrubbed from recordings safely (set the real key)"
+        )
+
 _SOURCES = {
     "base_url": ("CAFE_BASE_URL", "OPENAI_BASE_URL"),
     "api_key": ("CAFE_API_KEY", "OPENAI_API_KEY"),
@@ -39,29 +54,53 @@ class Secret:
         return hash(self._value)
 
 
+def check_base_url(url: str, source: str) -> None:
+    """An http(s) URL with a host and, if any, a port in 1-65535. The error says what is wrong,
+    not the URL (it may carry a user:password part)."""
+    example = "use an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ConfigurationError(f"{source}: the URL has a space or control character; {example}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        problem = ("unbalanced [ ] around an IPv6 address" if "IPv6" in str(error)
+                   else "the port is not a number from 1 to 65535")
+        raise ConfigurationError(f"{source}: {problem}; {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{source}: not an http(s) URL with a host; {example}")
+    if port == 0:
+        raise ConfigurationError(f"{source}: port 0 is not a port to send to; {example}")
+
+
 @dataclass(frozen=True)
 class LiveSettings:
     base_url: str
     api_key: Secret
     model: str
 
+    def __post_init__(self) -> None:
+        length = len(self.api_key.reveal())
+        if length < MIN_API_KEY_CHARS:
+            raise ApiKeyTooShort("the API key", length)
+        check_base_url(self.base_url, "the model base URL")
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LiveSettings:
         found: dict[str, str] = {}
         missing: list[str] = []
+        sources: dict[str, str] = {}
         for field_name, names in _SOURCES.items():
-            value = next((environ[n] for n in names if environ.get(n, "").strip()), None)
-            if value is None:
+            name = next((n for n in names if environ.get(n, "").strip()), None)
+            if name is None:
                 missing.append(" or ".join(names))
             else:
-                found[field_name] = value.strip()
+                found[field_name], sources[field_name] = environ[name].strip(), name
         if missing:
             raise MissingSettings(missing)
-        parts = urlsplit(found["base_url"])
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(
-                "the model base URL must be an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
-            )
+        if len(found["api_key"]) < MIN_API_KEY_CHARS:
+            raise ApiKeyTooShort(sources["api_key"], len(found["api_key"]))
+        check_base_url(found["base_url"], sources["base_url"])
         return cls(found["base_url"], Secret(found["api_key"]), found["model"])
 
     @property

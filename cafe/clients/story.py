@@ -35,7 +35,7 @@ def _allergy(messages: list[Message]) -> str | None:
         words = re.findall(r"[a-z]+", str(message.get("content") or "").lower())
         for word in words:
             if word in KNOWN_ALLERGENS:
-                return word
+                return str(word)
     return None
 
 

@@ -10,6 +10,9 @@ from cafe.clients.base import ChatClient
 
 
 class WrappedClient:
+    """A client around `inner`. Every other attribute is the inner client's, so a wrapper is
+    a `HoldsSecrets` or a `NetworkClient` (cafe.clients.base) exactly when its inner is."""
+
     def __init__(self, inner: ChatClient) -> None:
         self.inner = inner
 

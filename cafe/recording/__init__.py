@@ -32,6 +32,7 @@ from cafe.recording.reader import load_recording, load_records
 from cafe.recording.replay import ReplayClient
 from cafe.recording.scrub import DEFAULT_SECRET_PATTERNS, Scrubber
 from cafe.recording.shift import record_shift, replay_shift, responder_of, script_of
+from cafe.recording.timeline import Timeline
 from cafe.recording.writer import RecordingClient, RecordingWriter
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "ReplayError",
     "ReplayMismatch",
     "Scrubber",
+    "Timeline",
     "Timing",
     "TranscriptMismatch",
     "TruncatedRecording",

@@ -161,7 +161,7 @@ def check_recordings(paths: Sequence[Path | str], scrubber: Scrubber | None = No
     return [finding for path in paths for finding in check_file(path, scrubber)]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `check-recording` to the `cafe` command."""
     parser = commands.add_parser(
         "check-recording",

@@ -8,6 +8,7 @@ conversations, and error text ends up in CI logs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cafe.errors import CafeError
 
@@ -81,12 +82,15 @@ class TruncatedRecording(RecordingError):
 class RecordingExists(RecordingError):
     exit_code = 36
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, kept: Path | str | None = None) -> None:
         self.path = Path(path)
-        super().__init__(
-            f"{path}: a recording already exists; record mode 'once' never overwrites one "
-            "(use record mode 'all' to re-record it)"
-        )
+        self.kept = Path(kept) if kept is not None else None
+        if kept is None:
+            tail = "record mode 'once' never overwrites one (use record mode 'all' to re-record it)"
+        else:
+            tail = (f"one appeared there while this one was being made, and record mode 'once' "
+                    f"never overwrites one (this recording is kept at {kept})")
+        super().__init__(f"{path}: a recording already exists; {tail}")
 
 
 class RecordingDisabled(RecordingError):
@@ -119,9 +123,16 @@ class RecordingNotClean(RecordingError):
 
 
 class ReplayError(RecordingError):
-    """The replayed shift did not make the calls the recording holds."""
+    """The replayed shift did not make the calls the recording holds.
+
+    `incoming_request` is the request the replay made where it failed (scrubbed as the
+    recording is; None when it made none) and `served` how many recorded calls it had been
+    served before: what a mismatch report (`cafe.view.mismatch`) shows. Neither is in the
+    message, which names paths and sizes only."""
 
     exit_code = 40
+    incoming_request: dict[str, Any] | None = None
+    served: int | None = None
 
 
 class ReplayMismatch(ReplayError):

@@ -2,7 +2,8 @@
 
     line 1      {"format": "cafe-recording", "version": 1, "harness": ..., "model": ...,
                  "provider": ..., "recorded_at": ..., "seed": ..., "clock_origin_unix_nano": ...,
-                 "script": [...], "decisions": [...]}
+                 "script": [...], "decisions": [...], "max_turns": ..., "max_repairs": ...,
+                 "temperature": ...}
     line 2..n   {"call": 1, "request": {...}, "response": {...},
                  "timing": {"start_unix_nano": ..., "duration_ns": ...}}
     last line   {"end": {"stop_reason": ..., "model_calls": ..., "transcript_sha256": ...}}
@@ -42,6 +43,10 @@ class Header:
     conversation_id: str | None = None
     script: list[str] | None = None
     decisions: list[list[Any]] | None = None
+    # The shift settings a replay must run with to make the same calls.
+    max_turns: int | None = None
+    max_repairs: int | None = None
+    temperature: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,7 +61,16 @@ class Header:
             "conversation_id": self.conversation_id,
             "script": self.script,
             "decisions": self.decisions,
+            "max_turns": self.max_turns,
+            "max_repairs": self.max_repairs,
+            "temperature": self.temperature,
         }
+
+    def shift_options(self) -> dict[str, Any]:
+        """The recorded settings of `run_shift`, for those the header holds."""
+        recorded = {"max_turns": self.max_turns, "max_repairs": self.max_repairs,
+                    "temperature": self.temperature, "conversation_id": self.conversation_id}
+        return {key: value for key, value in recorded.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,19 @@ class RecordedCall:
     request: dict[str, Any]
     response: dict[str, Any]
     timing: Timing | None = None
+    # The model the line names (`"model"` beside `request` in a plain file), if any.
+    line_model: str | None = None
+    header_model: str | None = field(default=None, compare=False)
+
+    @property
+    def model(self) -> str | None:
+        """The model this call went to: the line's own `model`, else the request's, else
+        the response's, else the header's (None when none of them names one)."""
+        for candidate in (self.line_model, self.request.get("model"), self.response.get("model"),
+                          self.header_model):
+            if isinstance(candidate, str) and candidate:
+                return candidate
+        return None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"call": self.index, "request": self.request, "response": self.response}
@@ -109,6 +136,7 @@ class Recording:
 
     @property
     def model(self) -> str | None:
+        """The shift's model: the header's, else the first call's resolved model."""
         if self.header.model:
             return self.header.model
-        return next((c.response.get("model") for c in self.calls if c.response.get("model")), None)
+        return next((c.model for c in self.calls if c.model), None)

@@ -53,4 +53,5 @@ def normalise(request: dict[str, Any], ignore: Sequence[str] = ()) -> dict[str, 
     result: Any = canonical(request)
     for path in ignore:
         result = _apply(result, parse_path(path))
-    return result
+    normalised: dict[str, Any] = result
+    return normalised

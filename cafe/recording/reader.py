@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from cafe.consent import DECISIONS, EDIT
 from cafe.recording import format as _format
 from cafe.recording.errors import (
     MalformedLine,
@@ -42,6 +43,16 @@ from cafe.recording.format import (
 )
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# Times must fit OTLP's and the OS's 64-bit nanoseconds; no model call lasts a day.
+MAX_UNIX_NANO = 2**63 - 1
+MAX_DURATION_NS = 86_400 * 1_000_000_000
+_HEADER_RANGES = {
+    "clock_origin_unix_nano": (0, MAX_UNIX_NANO, "an integer of nanoseconds"),
+    "seed": (-(2**63), 2**63 - 1, "an integer"),
+    "max_turns": (1, 1_000_000, "an integer"),
+    "max_repairs": (0, 1_000_000, "an integer"),
+    "temperature": (0, 2, "a number"),
+}
 
 
 def _kind(value: Any) -> str:
@@ -61,6 +72,14 @@ def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return f"an object of {len(value)} key(s)" if value else "an empty object"
     return type(value).__name__
+
+
+def _size(value: int | float) -> str:
+    """An out-of-range number, described without quoting it."""
+    if abs(value) < 10**6:
+        return str(value)
+    sign = "a negative" if value < 0 else "a"
+    return f"{sign} number of {len(str(abs(int(value))))} digits"
 
 
 def _found(obj: dict[str, Any], key: str) -> str:
@@ -121,6 +140,7 @@ def open_for_reading(path: Path) -> IO[bytes]:
 class _LineReader:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.header_model: str | None = None
 
     def fail(self, line: int, expected: str, found: str, field: str | None = None) -> MalformedLine:
         return MalformedLine(self.path, line, expected, found, field)
@@ -168,24 +188,43 @@ class _LineReader:
         types = {
             "harness": str, "model": str, "provider": str, "recorded_at": str,
             "seed": int, "clock_origin_unix_nano": int, "conversation_id": str,
-            "script": list, "decisions": list,
+            "script": list, "decisions": list, "max_turns": int, "max_repairs": int,
+            "temperature": float,
         }
         for key, expected in types.items():
             value = obj.get(key)
-            if value is not None and (type(value) is not expected):
-                name = {"str": "a string", "int": "an integer", "list": "an array"}[expected.__name__]
+            if value is None:
+                continue
+            if expected is float and type(value) is int:
+                continue
+            if type(value) is not expected:
+                name = {"str": "a string", "int": "an integer", "list": "an array",
+                        "float": "a number"}[expected.__name__]
                 raise self.fail(1, f"{name} or null", _kind(value), field=key)
+        for key, (low, high, unit) in _HEADER_RANGES.items():
+            value = obj.get(key)
+            if value is not None and not low <= value <= high:
+                raise self.fail(1, f"{unit} from {low} to {high}", _size(value), field=key)
         for index, line in enumerate(obj.get("script") or []):
             if not isinstance(line, str):
                 raise self.fail(1, "a string (a customer line)", _kind(line), field=f"script[{index}]")
         for index, decision in enumerate(obj.get("decisions") or []):
-            where = f"decisions[{index}]"
-            if not isinstance(decision, list) or not 1 <= len(decision) <= 2:
-                raise self.fail(1, "an array [kind] or [kind, payload]", _kind(decision), field=where)
-            if not isinstance(decision[0], str):
-                raise self.fail(1, "a string (approve, reject or edit)", _kind(decision[0]),
-                                field=f"{where}[0]")
+            self.decision(decision, f"decisions[{index}]")
         return Header(version=version, **{key: obj.get(key) for key in types})
+
+    def decision(self, decision: Any, where: str) -> None:
+        if not isinstance(decision, list) or not 1 <= len(decision) <= 2:
+            raise self.fail(1, "an array [kind] or [kind, payload]", _kind(decision), field=where)
+        kind = decision[0]
+        if kind not in DECISIONS:
+            found = "another string" if isinstance(kind, str) else _kind(kind)
+            raise self.fail(1, "approve, reject or edit", found, field=f"{where}[0]")
+        payload = decision[1] if len(decision) == 2 else None
+        if kind == EDIT:
+            if payload is not None and not isinstance(payload, dict):
+                raise self.fail(1, "an object (the edited order) or null", _kind(payload), field=f"{where}[1]")
+        elif payload is not None:
+            raise self.fail(1, f"null ({kind} takes no payload)", _kind(payload), field=f"{where}[1]")
 
     def call(self, obj: dict[str, Any], number: int, index: int, legacy: bool) -> RecordedCall:
         if "format" in obj:
@@ -203,7 +242,14 @@ class _LineReader:
         if not isinstance(response, dict):
             raise self.fail(number, "an object", _found(obj, "response"), field="response")
         self.response(response, number)
-        return RecordedCall(index, number, request, response, self.timing(obj, number))
+        model = obj.get("model")
+        if model is not None and not isinstance(model, str):
+            raise self.fail(number, "a string or null", _kind(model), field="model")
+        request_model = request.get("model")
+        if request_model is not None and not isinstance(request_model, str):
+            raise self.fail(number, "a string or null", _kind(request_model), field="request.model")
+        return RecordedCall(index, number, request, response, self.timing(obj, number),
+                            line_model=model, header_model=self.header_model)
 
     def request(self, request: dict[str, Any], number: int) -> None:
         messages = request.get("messages")
@@ -276,10 +322,16 @@ class _LineReader:
             raise self.fail(number, "an object or null", _kind(timing), field="timing")
         for key in ("start_unix_nano", "duration_ns"):
             value = timing.get(key)
-            if type(value) is not int or value < 0:
-                found = "a negative integer" if type(value) is int else _found(timing, key)
-                raise self.fail(number, "a non-negative integer (nanoseconds)", found,
+            if type(value) is not int:
+                raise self.fail(number, "a non-negative integer (nanoseconds)", _found(timing, key),
                                 field=f"timing.{key}")
+            high = MAX_UNIX_NANO if key == "start_unix_nano" else MAX_DURATION_NS
+            if not 0 <= value <= high:
+                raise self.fail(number, f"an integer of nanoseconds from 0 to {high}", _size(value),
+                                field=f"timing.{key}")
+        if timing["start_unix_nano"] + timing["duration_ns"] > MAX_UNIX_NANO:
+            raise self.fail(number, f"a call that ends by {MAX_UNIX_NANO} ns after the epoch",
+                            "one that ends later", field="timing.duration_ns")
         return Timing(timing["start_unix_nano"], timing["duration_ns"])
 
     def ending(self, obj: dict[str, Any], number: int, calls: int) -> Ending:
@@ -301,7 +353,7 @@ class _LineReader:
         return Ending(end["stop_reason"], end["model_calls"], end["transcript_sha256"])
 
 
-def _lines(source: IO[bytes], reader: _LineReader):
+def _lines(source: IO[bytes], reader: _LineReader) -> Iterator[tuple[int, bytes, bool]]:
     """(number, raw bytes without the newline, terminated?) for each line, each bounded."""
     limit = _format.MAX_LINE_BYTES
     number = 0
@@ -366,6 +418,7 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
         if header is None:
             if "format" in obj:
                 header = reader.header(obj)
+                reader.header_model = header.model
                 continue
             if "call" in obj:
                 raise reader.fail(1, "the header line", "a call line (the header is missing)")

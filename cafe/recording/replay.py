@@ -62,8 +62,9 @@ class ReplayClient:
         return not self._ignore and same_json(request, self.recording.calls[index].request)
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
-        # The incoming request is scrubbed exactly as the recorder scrubbed the line.
-        return json.loads(self._scrubber.scrub(json.dumps(request, ensure_ascii=False, sort_keys=True)))
+        # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
+        scrubbed: dict[str, Any] = self._scrubber.scrub_json(json.loads(json.dumps(request, ensure_ascii=False)))
+        return scrubbed
 
     def chat(
         self,
@@ -74,21 +75,26 @@ class ReplayClient:
     ) -> Response:
         check_tool_call_ids(messages)
         recorded_calls = self.recording.calls
-        if self.calls >= len(recorded_calls):
-            raise RecordingExhausted(self.path, len(recorded_calls))
-        recorded = recorded_calls[self.calls]
         request = build_request(messages, tools, temperature, tool_choice)
+        if self.calls >= len(recorded_calls):
+            exhausted = RecordingExhausted(self.path, len(recorded_calls))
+            exhausted.incoming_request, exhausted.served = self._as_recorded(request), self.calls
+            raise exhausted
+        recorded = recorded_calls[self.calls]
         if not self._matches_verbatim(self.calls, request):
             incoming = self._as_recorded(request)
             difference = first_difference(
                 normalise(recorded.request, self._ignore), normalise(incoming, self._ignore)
             )
             if difference is not None:
-                raise ReplayMismatch(
+                mismatch = ReplayMismatch(
                     self.path, recorded.index, difference.path, difference.recorded, difference.incoming
                 )
+                mismatch.incoming_request, mismatch.served = incoming, self.calls
+                raise mismatch
         self.calls += 1
-        return copy_json(recorded.response)
+        response: Response = copy_json(recorded.response)
+        return response
 
     @property
     def unused(self) -> int:
@@ -97,8 +103,10 @@ class ReplayClient:
     def assert_exhausted(self) -> None:
         if self.unused:
             first = self.recording.calls[self.calls]
-            raise UnusedCalls(
+            unused = UnusedCalls(
                 self.path, self.unused, first.index,
                 f"line {first.line}: {summarise_request(first.request)}",
             )
+            unused.served = self.calls
+            raise unused
 

@@ -1,13 +1,18 @@
-"""Secrets scrubbing, applied to the final text of every line before it is written.
+"""Secrets scrubbing, applied to every string value of every line before it is written.
 
-Scrubbing the serialised line (rather than chosen fields) is what makes it hold on every
-write path: nothing reaches the file without passing through `Scrubber.scrub`.
+Secrets live in text, so only JSON string values are scrubbed: object keys, numbers,
+booleans and nulls are structure and are never rewritten (a key of one character scrubbed
+"as a literal anywhere in the line" once turned `start_unix_nano` into something else).
+Since the line is re-serialised from the scrubbed value, no replacement can break its JSON.
 
-A keyed secret (`"Authorization": "..."`, `"api_key": "..."`) is caught in three forms:
-as a JSON key of the line itself, as an escaped key inside a JSON string (tool-call
-arguments are JSON inside a string: `{\\"api_key\\": \\"...\\"}`), and as an HTTP-style
-`Authorization: Basic ...` in free text. Extra patterns come from the caller or from the
-`CAFE_SCRUB_PATTERNS` environment variable (one regular expression per line).
+A keyed secret is caught in three forms: as the string value of a key such as
+`"Authorization"` or `"api_key"`, as an escaped key inside a string (tool-call arguments are
+JSON inside a string: `{"api_key": "..."}` there), and as `Authorization: Basic ...` in free
+text. All the patterns run as one alternation, in one pass over each string. A line whose
+serialised text holds none of the patterns' keywords (and no piece of a known secret) cannot
+hold anything to scrub and is written as it is, without walking it. Extra patterns come from
+the caller or from `CAFE_SCRUB_PATTERNS` (one regular expression per line); a pattern whose
+keywords are not known makes every line walk.
 """
 
 from __future__ import annotations
@@ -17,15 +22,27 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cafe.recording.errors import RecordingError
 
 REDACTED = "[REDACTED]"
 ENV_PATTERNS = "CAFE_SCRUB_PATTERNS"
+# A known secret (a live client's API key) is scrubbed wherever it occurs in text; a very
+# short one would match ordinary words and tool names and leave a recording that cannot be
+# replayed. Live settings refuse a key shorter than this.
+MIN_SECRET_CHARS = 8
 
 _STRING_VALUE = r'"([^"\\]*(?:\\.[^"\\]*)*)"'  # a JSON string's body
 _ESCAPED_VALUE = r'\\+"((?:[^"\\]|\\(?!\\*"))*)\\+"'  # a string's body inside a JSON string
 _TEXT_VALUE = r"((?:[A-Za-z][\w-]*[ \t]+)?[^\s\"'\\,;&}]{4,})"  # `Scheme token` or `token`
+
+_AUTHORIZATION = r"(?:proxy-)?authorization"
+_API_KEY = r"(?:x-)?api[_-]?key"
+_CREDENTIAL = (r"(?:password|passwd|client[_-]secret|secret[_-]key|access[_-]token"
+               r"|refresh[_-]token)")
+# An object key whose string value is a secret, whatever the value looks like.
+_SECRET_KEY = re.compile(rf"(?i){_AUTHORIZATION}|{_API_KEY}|{_CREDENTIAL}")
 
 
 def _keyed(kind: str, key: str) -> list[tuple[str, str]]:
@@ -38,16 +55,26 @@ def _keyed(kind: str, key: str) -> list[tuple[str, str]]:
 
 # (name, pattern). A pattern with a group replaces only the group, keeping JSON keys.
 DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
-    *_keyed("authorization header", r"(?:proxy-)?authorization"),
-    *_keyed("api-key field", r"(?:x-)?api[_-]?key"),
-    *_keyed("credential field", r"(?:password|passwd|client[_-]secret|secret[_-]key|access[_-]token"
-                                r"|refresh[_-]token)"),
+    *_keyed("authorization header", _AUTHORIZATION),
+    *_keyed("api-key field", _API_KEY),
+    *_keyed("credential field", _CREDENTIAL),
     ("openai-style key", r"\bsk-[A-Za-z0-9_\-]{12,}"),
     ("bearer token", r"(?i)\bbearer\s+([A-Za-z0-9._~+/=\-]{8,})"),
     ("aws access key", r"\bAKIA[0-9A-Z]{16}\b"),
     ("github token", r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),
     ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:(?!-----END).)*(?:-----END [A-Z ]*PRIVATE KEY-----)?"),
 )
+
+# Every text a default pattern matches contains one of these words, spelled in ASCII
+# letters, digits, `-` and `_`, which JSON never escapes: a serialised line without any of
+# them holds nothing a default pattern would scrub in any of its strings.
+# Searched for in lower-cased text: a case-insensitive alternation is ten times slower.
+_DEFAULT_KEYWORDS = re.compile(r"authorization|api[_-]?key|passw(?:or)?d|client[_-]secret|secret[_-]key"
+                               r"|access[_-]token|refresh[_-]token|bearer|sk-|akia|gh[pousr]_|-----begin")
+_DEFAULT_PATTERN_TEXTS = frozenset(pattern for _, pattern in DEFAULT_SECRET_PATTERNS)
+# Characters JSON serialisation never escapes (in either ensure_ascii mode, at any depth).
+_JSON_SAFE = re.compile(r'[ !#-\[\]-~]+')
+_LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
 
 
 @dataclass(frozen=True)
@@ -64,49 +91,67 @@ def _compile(name: str, pattern: str) -> re.Pattern[str]:
         raise RecordingError(f"scrub pattern ({name}) is not a valid regular expression: {error.msg}") from None
 
 
-class Scrubber:
-    def __init__(
-        self,
-        patterns: Iterable[tuple[str, str]] = DEFAULT_SECRET_PATTERNS,
-        *,
-        extra_patterns: Iterable[str] = (),
-        literals: Iterable[str] = (),
-    ) -> None:
-        named = [*patterns, *(("configured pattern", p) for p in extra_patterns)]
-        # Exact secret values (a live client's key) are matched first and in any context.
-        self._patterns = _literal_patterns(literals) + [
-            (name, _compile(name, pattern)) for name, pattern in named
-        ]
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None, **options) -> Scrubber:
-        """The default patterns plus any in `CAFE_SCRUB_PATTERNS` (one per line)."""
-        environ = os.environ if environ is None else environ
-        extra = [line for line in environ.get(ENV_PATTERNS, "").splitlines() if line.strip()]
-        return cls(extra_patterns=[*extra, *options.pop("extra_patterns", ())], **options)
-
-    def with_literals(self, literals: Iterable[str]) -> Scrubber:
-        clone = Scrubber(patterns=())
-        clone._patterns = _literal_patterns(literals) + self._patterns
-        return clone
-
-    def scrub(self, text: str) -> str:
-        for _, pattern in self._patterns:
-            text = pattern.sub(_replace, text)
-        return text
-
-    def findings(self, text: str, line: int = 1) -> list[Finding]:
-        return [
-            Finding(line, name, match.start() + 1)
-            for name, pattern in self._patterns
-            for match in pattern.finditer(text)
-            if _replace(match) != match.group(0)
-        ]
+def _scoped(name: str, pattern: str) -> str:
+    """`pattern` as one alternative of a larger expression: leading global flags become
+    scoped ones (Python refuses global flags anywhere but at the start)."""
+    flags = "s" if name == "private key" else ""
+    leading = _LEADING_FLAGS.match(pattern)
+    if leading:
+        flags += leading.group(1)
+        pattern = pattern[leading.end():]
+    return f"(?{flags}:{pattern})" if flags else f"(?:{pattern})"
 
 
-def _literal_patterns(literals: Iterable[str]) -> list[tuple[str, re.Pattern[str]]]:
-    """A literal as it appears in a serialised line: raw, JSON-escaped, ASCII-escaped, and
-    escaped twice (inside a JSON string such as tool-call arguments)."""
+def _alternative(match: re.Match[str]) -> int:
+    """Which alternative of the combined pattern matched: its group is named `p<N>`."""
+    assert match.lastgroup is not None  # every alternative is a named group
+    return int(match.lastgroup[1:])
+
+
+class _Alternation:
+    """Named patterns as one regular expression: one pass over a text finds the leftmost
+    match of any of them. A pattern with a group of its own replaces only that group."""
+
+    def __init__(self, named: list[tuple[str, str]]) -> None:
+        self.names: list[str] = []
+        self._value_group: list[int | None] = []
+        parts = []
+        index = 0
+        for position, (name, pattern) in enumerate(named):
+            groups = _compile(name, pattern).groups
+            index += 1  # the alternative's own group
+            self.names.append(name)
+            self._value_group.append(index + 1 if groups else None)
+            parts.append(f"(?P<p{position}>{_scoped(name, pattern)})")
+            index += groups
+        self._regex = re.compile("|".join(parts)) if parts else None
+
+    def sub(self, text: str) -> str:
+        return text if self._regex is None else self._regex.sub(self._replace, text)
+
+    def finditer(self, text: str) -> Iterable[tuple[str, re.Match[str]]]:
+        if self._regex is None:
+            return
+        for match in self._regex.finditer(text):
+            if self._replace(match) != match.group(0):
+                yield self.names[_alternative(match)], match
+
+    def _replace(self, match: re.Match[str]) -> str:
+        group = self._value_group[_alternative(match)]
+        if group is None:
+            return REDACTED
+        value = match.group(group)
+        if value is None or value in ("", REDACTED):
+            return match.group(0)
+        start, end = match.span(group)
+        offset = match.start()
+        whole = match.group(0)
+        return whole[: start - offset] + REDACTED + whole[end - offset :]
+
+
+def _literal_forms(literals: Iterable[str]) -> list[str]:
+    """A literal as it appears inside a string: raw, JSON-escaped, ASCII-escaped, and
+    escaped twice (JSON inside a string inside a string, such as nested arguments)."""
     forms: list[str] = []
     for secret in literals:
         if not secret:
@@ -116,15 +161,114 @@ def _literal_patterns(literals: Iterable[str]) -> list[tuple[str, re.Pattern[str
             if form not in forms:
                 forms.append(form)
     forms.sort(key=len, reverse=True)
-    return [("known secret", re.compile(re.escape(form))) for form in forms]
+    return forms
 
 
-def _replace(match: re.Match[str]) -> str:
-    if match.lastindex:
-        start, end = match.span(1)
-        if match.group(1) in ("", REDACTED):
-            return match.group(0)
-        offset = match.start()
-        whole = match.group(0)
-        return whole[: start - offset] + REDACTED + whole[end - offset :]
-    return REDACTED
+class Scrubber:
+    def __init__(
+        self,
+        patterns: Iterable[tuple[str, str]] = DEFAULT_SECRET_PATTERNS,
+        *,
+        extra_patterns: Iterable[str] = (),
+        literals: Iterable[str] = (),
+    ) -> None:
+        self._named = [*patterns, *(("configured pattern", p) for p in extra_patterns)]
+        self._patterns = _Alternation(self._named)
+        self._set_literals([secret for secret in literals if secret])
+
+    def _set_literals(self, literals: list[str]) -> None:
+        self._literals = literals
+        forms = _literal_forms(literals)
+        # Exact secret values are replaced first and in any text; an existing [REDACTED]
+        # is matched (and kept) first, so scrubbing a scrubbed text changes nothing.
+        alternatives = [re.escape(REDACTED), *(re.escape(form) for form in forms)]
+        self._literal_regex = re.compile("|".join(alternatives)) if forms else None
+        # Each form of a secret, at any escaping depth, keeps the secret's JSON-safe runs:
+        # a text without the longest run of each holds no form of any.
+        runs = [max(_JSON_SAFE.findall(secret), key=len, default="") for secret in literals]
+        self._literal_runs = tuple(runs) if all(runs) else None
+        # Every text a default pattern matches holds one of their keywords; a pattern of
+        # the caller's has no known keywords and runs on every text.
+        self._keywords_known = all(pattern in _DEFAULT_PATTERN_TEXTS for _, pattern in self._named)
+
+    def _may_hold_literal(self, text: str) -> bool:
+        if self._literal_regex is None:
+            return False
+        return self._literal_runs is None or any(run in text for run in self._literal_runs)
+
+    def _may_match_pattern(self, text: str) -> bool:
+        if not self._named:
+            return False
+        if not self._keywords_known:
+            return True
+        lowered = text.lower()
+        if not lowered.isascii() and ("\u0131" in lowered or "\u017f" in lowered):
+            # The patterns ignore case as `re` does, where ı and ſ match i and s.
+            lowered = lowered.replace("\u0131", "i").replace("\u017f", "s")
+        return _DEFAULT_KEYWORDS.search(lowered) is not None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None, **options: Any) -> Scrubber:
+        """The default patterns plus any in `CAFE_SCRUB_PATTERNS` (one per line)."""
+        environ = os.environ if environ is None else environ
+        extra = [line for line in environ.get(ENV_PATTERNS, "").splitlines() if line.strip()]
+        return cls(extra_patterns=[*extra, *options.pop("extra_patterns", ())], **options)
+
+    def with_literals(self, literals: Iterable[str]) -> Scrubber:
+        clone = Scrubber(patterns=())
+        clone._named, clone._patterns = self._named, self._patterns
+        clone._set_literals([*self._literals, *(secret for secret in literals if secret)])
+        return clone
+
+    def scrub(self, text: str) -> str:
+        """One piece of text (a string value) with every secret in it replaced."""
+        if self._literal_regex is not None and self._may_hold_literal(text):
+            text = self._literal_regex.sub(REDACTED, text)
+        if self._may_match_pattern(text):
+            text = self._patterns.sub(text)
+        return text
+
+    def may_need_scrubbing(self, serialised: str) -> bool:
+        """False only when no string in the JSON text `serialised` can hold anything to
+        scrub: then `scrub_json` of its value would return it unchanged. (Keywords and
+        JSON-safe runs are spelled the same in a string and in its serialised form.)"""
+        if "\\u" in serialised:
+            return True  # characters escaped as \uXXXX (in an ASCII-only line) could spell anything
+        return self._may_hold_literal(serialised) or self._may_match_pattern(serialised)
+
+    def scrub_json(self, value: Any) -> Any:
+        """A copy of a JSON value with its string values scrubbed (keys are kept as they
+        are; the string value of a secret-named key such as `api_key` becomes [REDACTED])."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {
+                key: (REDACTED if isinstance(item, str) and item and _secret_key(key)
+                      else self.scrub_json(item))
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.scrub_json(item) for item in value]
+        return value
+
+    def findings(self, text: str, line: int = 1) -> list[Finding]:
+        """Secrets anywhere in `text` (any text file, JSON or not), by kind and column."""
+        found = []
+        if self._literal_regex is not None:
+            found += [Finding(line, "known secret", m.start() + 1)
+                      for m in self._literal_regex.finditer(text) if m.group(0) != REDACTED]
+        found += [Finding(line, name, m.start() + 1) for name, m in self._patterns.finditer(text)]
+        return found
+
+
+_SECRET_KEYS: dict[str, bool] = {}
+
+
+def _secret_key(key: str) -> bool:
+    # Objects repeat the same few keys on every line: remember the answer per key.
+    known = _SECRET_KEYS.get(key)
+    if known is None:
+        known = _SECRET_KEY.fullmatch(key) is not None
+        if len(_SECRET_KEYS) < 4096:
+            _SECRET_KEYS[key] = known
+    return known

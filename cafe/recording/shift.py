@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,15 @@ from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
 from cafe.recording.scrub import Scrubber
-from cafe.recording.writer import NanoClock, RecordingClient
+from cafe.recording.timeline import NanoClock, Timeline
+from cafe.recording.writer import RecordingClient
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript_digest
+
+_RUN_DEFAULTS = {
+    name: parameter.default for name, parameter in inspect.signature(run_shift).parameters.items()
+    if name in ("max_turns", "max_repairs", "temperature")
+}
 
 
 def record_shift(
@@ -32,16 +39,28 @@ def record_shift(
     seed: int | None = None,
     scrubber: Scrubber | None = None,
     wall_clock_ns: NanoClock | None = None,
+    timeline: Timeline | None = None,
     **shift_options: Any,
 ) -> tuple[ShiftRun, Tracer]:
-    """Run a shift through a `RecordingClient` on `path`. `decisions`, when given, are kept
-    in the header so that `cafe replay` can rebuild the same synthetic customer."""
-    tracer = tracer if tracer is not None else Tracer()
+    """Run a shift through a `RecordingClient` on `path`. The header keeps what a replay
+    needs to run it again: `decisions` (to rebuild the same synthetic customer), the seed,
+    the script and the shift's settings (`max_turns`, `max_repairs`, `temperature`, the
+    conversation id).
+
+    Call starts come from `timeline`, which must then be `tracer`'s clock, or, when no
+    tracer is given, from the timeline of the tracer made here. If the shift fails, `path`
+    is left as it was and the calls recorded so far stay in `PATH.partial` (named in a
+    note on the error)."""
+    follows_tracer = tracer is None or timeline is not None
+    if timeline is None:
+        timeline = Timeline(wall_clock_ns() if wall_clock_ns else None)
+    tracer = tracer if tracer is not None else Tracer(clock=timeline)
     shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
-    clock_options = {"wall_clock_ns": wall_clock_ns} if wall_clock_ns else {}
+    settings = {**_RUN_DEFAULTS, **{k: v for k, v in shift_options.items() if k in _RUN_DEFAULTS}}
     recorder = RecordingClient(
         client, path, mode=mode, scrubber=scrubber, seed=seed, script=script,
-        decisions=decisions, conversation_id=shift_options["conversation_id"], **clock_options,
+        decisions=decisions, conversation_id=shift_options["conversation_id"],
+        shift_settings=settings, timeline=timeline, follows_tracer=follows_tracer,
     )
     try:
         run = run_shift(recorder, script, responder, tracer=tracer, **shift_options)
@@ -49,8 +68,11 @@ def record_shift(
         # what a replay of it can reproduce.
         digest = transcript_digest(recorder.writer.scrubbed(run.messages))
         recorder.finish(Ending(run.stop_reason, run.model_calls, digest))
-    finally:
-        recorder.close()
+    except BaseException as error:
+        kept = recorder.abort()
+        if kept is not None:
+            error.add_note(f"the {recorder.writer.calls} call(s) recorded before it are kept in {kept}")
+        raise
     return run, tracer
 
 
@@ -83,15 +105,22 @@ def replay_shift(
     **shift_options: Any,
 ) -> tuple[ShiftRun, Tracer]:
     """Replay with zero model calls; raises `ReplayMismatch` on the first differing request
-    and `UnusedCalls` when the shift ended with recorded calls left over."""
+    and `UnusedCalls` when the shift ended with recorded calls left over.
+
+    The shift runs with the settings its header recorded (explicit `shift_options` win).
+    A recording without an end line (a shift that did not finish) is replayed up to its
+    last recorded call: the turns are capped at the number of calls it holds."""
     tracer = tracer if tracer is not None else Tracer()
     recording = (
         path if isinstance(path, Recording)
         else load_recording(path, allow_truncated=allow_truncated)
     )
     client = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
-    if recording.header.conversation_id is not None:
-        shift_options.setdefault("conversation_id", recording.header.conversation_id)
+    for key, value in recording.header.shift_options().items():
+        shift_options.setdefault(key, value)
+    if recording.ending is None:
+        recorded = len(recording.calls)
+        shift_options["max_turns"] = min(shift_options.get("max_turns", recorded), recorded)
     run = run_shift(
         client,
         script_of(recording) if script is None else script,

@@ -1,49 +1,102 @@
 """Writing a recording: one line a call, flushed as it is written, scrubbed first.
 
-The file is created with mode 0600 (it holds customer conversations). Every line goes
-through `_write_line`, the one place that scrubs, so no write path can skip it.
+The lines go to a new file beside the target, `PATH.partial`, created 0600 and never
+opened if anything is already there (it holds customer conversations); the complete
+recording is renamed to `PATH` in one step, so a reader, or a second recorder, never sees
+half of one. Every line goes through `_write_line`, the one place that scrubs, so no write
+path can skip it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from cafe.clients.base import ChatClient, Message, Response, build_request
+from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
 from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber
+from cafe.recording.timeline import NanoClock, Timeline
 
-NanoClock = Callable[[], int]
+PARTIAL_SUFFIX = ".partial"
+# Line fields the writer fills from constants, clocks, counters and digests: never text.
+_FORMAT_VALUES = frozenset({"format", "version", "recorded_at", "clock_origin_unix_nano", "seed",
+                            "call", "timing", "model_calls", "transcript_sha256"})
 
 
-def _open_for_recording(path: Path, mode: RecordMode) -> IO[str]:
+def partial_path(path: Path) -> Path:
+    """Where a recording of `path` is written until it is complete."""
+    return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def not_regular(mode: int) -> str | None:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def check_target(path: Path, mode: RecordMode) -> None:
+    """Refuse, before anything is recorded, a path this recording may not end up at: only
+    a new name, or (mode `all`) a regular file of our own, is ever replaced."""
     if mode is RecordMode.NONE:
         raise RecordingDisabled(path)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if mode is RecordMode.ALL else os.O_EXCL)
     try:
-        descriptor = os.open(path, flags, 0o600)
-    except FileExistsError:
-        if path.is_dir():
-            raise RecordingUnwritable(path, "it is a directory") from None
-        raise RecordingExists(path) from None
+        found = os.lstat(path)
     except FileNotFoundError:
-        raise RecordingUnwritable(path, "its directory does not exist") from None
-    except IsADirectoryError:
-        raise RecordingUnwritable(path, "it is a directory") from None
+        if not path.parent.is_dir():
+            raise RecordingUnwritable(path, "its directory does not exist") from None
+        return
+    except NotADirectoryError:
+        raise RecordingUnwritable(path, "a part of its directory path is not a directory") from None
     except PermissionError:
         raise RecordingUnwritable(path, "permission denied") from None
-    os.fchmod(descriptor, 0o600)  # an existing file re-recorded under `all` keeps no wider mode
+    kind = not_regular(found.st_mode)
+    if kind is not None:
+        raise RecordingUnwritable(path, f"it is {kind}, not a regular file")
+    if mode is RecordMode.ONCE:
+        raise RecordingExists(path)
+    if found.st_uid != os.geteuid():
+        raise RecordingUnwritable(path, "the file there belongs to another user")
+
+
+def _create_partial(path: Path) -> IO[str]:
+    partial = partial_path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(partial, flags, 0o600)
+    except FileExistsError:
+        raise RecordingUnwritable(
+            path, f"{partial} exists: another recording of it is in progress, or an earlier one "
+                  f"was interrupted and left its calls there (replay them with "
+                  f"`cafe replay {partial} --allow-truncated`, or remove it)"
+        ) from None
+    except FileNotFoundError:
+        raise RecordingUnwritable(path, "its directory does not exist") from None
+    except PermissionError:
+        raise RecordingUnwritable(path, "permission denied") from None
+    except OSError as error:
+        raise RecordingUnwritable(path, f"{partial} cannot be created ({type(error).__name__})") from None
+    os.fchmod(descriptor, 0o600)  # whatever the umask
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
 
 class RecordingWriter:
+    """Writes a recording to `PATH.partial` (created 0600, never an existing file), one
+    flushed line at a time, and moves it to `PATH` in one rename when it is complete
+    (`commit`, `close`). Until then `PATH` keeps whatever it held; a recorder that is
+    killed leaves `PATH.partial` with its complete lines."""
+
     def __init__(
         self,
         path: Path | str,
@@ -54,15 +107,22 @@ class RecordingWriter:
         durable: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.partial = partial_path(self.path)
+        self._mode = RecordMode.parse(mode)
         self._scrubber = scrubber or Scrubber.from_environment()
         self._durable = durable
-        self._file = _open_for_recording(self.path, RecordMode.parse(mode))
+        check_target(self.path, self._mode)
+        self._file = _create_partial(self.path)
         self.calls = 0
         self.lines = 0
-        self._write_line(header.to_json())
+        self.committed = False
+        try:
+            self._write_line(header.to_json())
+        except BaseException:
+            self.abort()
+            raise
 
-    def _write_line(self, obj: dict[str, Any]) -> None:
-        """The one place a line is written: serialised, scrubbed, then written whole."""
+    def _serialise(self, obj: dict[str, Any]) -> str:
         try:
             text = json.dumps(obj, ensure_ascii=False, sort_keys=True, allow_nan=False)
         except ValueError:
@@ -79,24 +139,40 @@ class RecordingWriter:
         except UnicodeEncodeError:
             # A lone surrogate (from a `\ud800` escape) has no UTF-8 form: keep it escaped.
             text = json.dumps(obj, ensure_ascii=True, sort_keys=True, allow_nan=False)
-        text = self._scrubber.scrub(text)
-        try:
-            json.loads(text)
-        except ValueError:
-            # Fail closed: a pattern that cut through the JSON must not write a broken line.
-            raise RecordingError(
-                f"{self.path}: line {self.lines + 1} was not written: a scrub pattern's "
-                "replacement broke its JSON (make the pattern match inside a string)"
-            ) from None
+        return text
+
+    def _write_line(self, obj: dict[str, Any]) -> None:
+        """The one place a line is written: serialised, its strings scrubbed, written whole."""
+        text = self._serialise(obj)
+        if self._scrubber.may_need_scrubbing(text):
+            text = self._serialise(self._scrub_line(obj))
         self._file.write(text + "\n")
         self.lines += 1
         self._file.flush()
         if self._durable:
             os.fsync(self._file.fileno())
 
+    def _scrub_line(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Every string value scrubbed but the format's own: the values the writer makes
+        from numbers and hashes, which a pattern or a short key could only damage."""
+        scrubbed = {}
+        for key, value in obj.items():
+            if key in _FORMAT_VALUES:
+                scrubbed[key] = value
+            elif key == "decisions" and isinstance(value, list):
+                # A decision's kind is protocol (approve, reject, edit); its payload is text.
+                scrubbed[key] = [[d[0], *self._scrubber.scrub_json(d[1:])] if isinstance(d, list) and d
+                                 else self._scrubber.scrub_json(d) for d in value]
+            elif key == "end" and isinstance(value, dict):
+                scrubbed[key] = {k: v if k in _FORMAT_VALUES else self._scrubber.scrub_json(v)
+                                 for k, v in value.items()}
+            else:
+                scrubbed[key] = self._scrubber.scrub_json(value)
+        return scrubbed
+
     def scrubbed(self, value: Any) -> Any:
         """`value` as it would read back from this recording: serialised and scrubbed."""
-        return json.loads(self._scrubber.scrub(json.dumps(value, ensure_ascii=False, sort_keys=True)))
+        return self._scrubber.scrub_json(json.loads(json.dumps(value, ensure_ascii=False)))
 
     def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
         self.calls += 1
@@ -105,14 +181,65 @@ class RecordingWriter:
     def write_end(self, ending: Ending) -> None:
         self._write_line(ending.to_json())
 
-    def close(self) -> None:
+    def commit(self) -> None:
+        """The recording is complete: make it `PATH` in one rename (mode `all` replaces
+        what is there; mode `once` never does)."""
+        if self.committed or self._file.closed:
+            return
+        self._file.flush()
+        os.fsync(self._file.fileno())  # the rename must not outlive the lines it publishes
+        self._file.close()
+        try:
+            if self._mode is RecordMode.ALL:
+                os.replace(self.partial, self.path)
+            else:
+                link_no_clobber(self.partial, self.path)
+        except FileExistsError:
+            raise RecordingExists(self.path, kept=self.partial) from None
+        except IsADirectoryError:
+            raise RecordingUnwritable(self.path, f"it is a directory (kept at {self.partial})") from None
+        except PermissionError:
+            raise RecordingUnwritable(self.path, f"permission denied (kept at {self.partial})") from None
+        self.committed = True
+
+    def abort(self) -> Path | None:
+        """The recording did not finish: `PATH` is left as it was. The partial file is kept
+        (and returned) when it holds at least one call, else removed."""
         if not self._file.closed:
             self._file.close()
+        if self.committed:
+            return None
+        if self.calls:
+            return self.partial
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.partial)
+        return None
+
+    def close(self) -> None:
+        self.commit()
+
+
+def link_no_clobber(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)  # fails if anything is at `target`, atomically
+    except FileExistsError:
+        raise
+    except OSError:
+        # A file system without hard links: the check and the rename are two steps there.
+        if os.path.lexists(target):
+            raise FileExistsError(target) from None
+        os.rename(source, target)
+        return
+    os.unlink(source)
 
 
 class RecordingClient(WrappedClient):
     """Wraps any client and appends one line per `chat` call. It never builds a client of
-    its own: it records whatever it was handed."""
+    its own: it records whatever it was handed.
+
+    Call starts are readings of one `Timeline` (an origin plus a monotonic clock). With
+    `follows_tracer`, the timeline is the tracer's clock and a call's start is the reading
+    the tracer took when it opened the call's generation span."""
 
     def __init__(
         self,
@@ -123,20 +250,31 @@ class RecordingClient(WrappedClient):
         scrubber: Scrubber | None = None,
         wall_clock_ns: NanoClock = time.time_ns,
         monotonic_ns: NanoClock = time.perf_counter_ns,
+        timeline: Timeline | None = None,
+        follows_tracer: bool = False,
         harness: str | None = None,
         recorded_at: str | None = None,
         seed: int | None = None,
         script: Iterable[str] | None = None,
         decisions: Iterable[Any] | None = None,
         conversation_id: str | None = None,
+        shift_settings: Mapping[str, Any] | None = None,
         durable: bool = False,
     ) -> None:
         super().__init__(client)
-        self._wall_clock_ns = wall_clock_ns
-        self._monotonic_ns = monotonic_ns
-        secrets = client.secrets() if hasattr(client, "secrets") else []
+        self.timeline = timeline if timeline is not None else Timeline(wall_clock_ns(), monotonic_ns)
+        self._follows_tracer = follows_tracer and timeline is not None
+        secrets = secrets_of(client)
+        for position, secret in enumerate(secrets, start=1):
+            if len(secret) < MIN_SECRET_CHARS:
+                raise RecordingError(
+                    f"{path}: the client's secret #{position} has {len(secret)} characters; one "
+                    f"shorter than {MIN_SECRET_CHARS} cannot be scrubbed without destroying the "
+                    "conversation, so nothing was recorded"
+                )
         scrubber = (scrubber or Scrubber.from_environment()).with_literals(secrets)
-        origin = wall_clock_ns()
+        origin = self.timeline.origin_unix_nano
+        settings = dict(shift_settings or {})
         header = Header(
             version=FORMAT_VERSION,
             harness=harness or _harness_version(),
@@ -148,6 +286,9 @@ class RecordingClient(WrappedClient):
             conversation_id=conversation_id,
             script=list(script) if script is not None else None,
             decisions=[list(d) for d in decisions] if decisions is not None else None,
+            max_turns=settings.get("max_turns"),
+            max_repairs=settings.get("max_repairs"),
+            temperature=settings.get("temperature"),
         )
         self.writer = RecordingWriter(path, header, mode=mode, scrubber=scrubber, durable=durable)
 
@@ -165,20 +306,28 @@ class RecordingClient(WrappedClient):
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response:
+        start = self.timeline.latest if self._follows_tracer else self.timeline()
         # The request is serialised before the call: the loop mutates `messages` afterwards.
         request = json.loads(json.dumps(build_request(messages, tools, temperature, tool_choice)))
-        start_wall, start = self._wall_clock_ns(), self._monotonic_ns()
         response = self.inner.chat(messages, tools, temperature, tool_choice)
-        timing = Timing(start_wall, max(self._monotonic_ns() - start, 0))
+        end = self.timeline()
+        start_ns = self.timeline.unix_nano(start)
+        timing = Timing(start_ns, max(self.timeline.unix_nano(end) - start_ns, 0))
         self.writer.write_call(request, response, timing)
         return response
 
     def finish(self, ending: Ending) -> None:
         self.writer.write_end(ending)
-        self.writer.close()
+        self.writer.commit()
 
     def close(self) -> None:
-        self.writer.close()
+        """The recording is complete as it stands: move it into place."""
+        self.writer.commit()
+
+    def abort(self) -> Path | None:
+        """The recording did not finish: the path keeps what it held; returns where the
+        calls recorded so far were kept, if there were any."""
+        return self.writer.abort()
 
 
 def _iso(unix_nano: int) -> str:

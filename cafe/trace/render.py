@@ -7,8 +7,18 @@ from collections.abc import Sequence
 from cafe.trace.span import SpanNode
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration a person can read at any scale: 740µs, 12.3ms, 1.000s. An offline shift's
+    spans last microseconds; printed as seconds to three places they would all read 0.000s."""
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f}µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.1f}ms"
+    return f"{seconds:.3f}s"
+
+
 def _label(node: SpanNode) -> str:
-    parts = [node.name, f"[{node.kind}]", f"{node.duration:.3f}s"]
+    parts = [node.name, f"[{node.kind}]", format_seconds(node.duration)]
     g = node.generation
     if g is not None:
         parts.append(f"model={g.model}")

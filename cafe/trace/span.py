@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SHIFT, PHASE, GENERATION, TOOL = "shift", "phase", "generation", "tool"
+from cafe.trace.events import NodeKind
+
+# The seed's names for the node kinds, kept importable: they are the enum's members.
+SHIFT, PHASE, GENERATION, TOOL = NodeKind.SHIFT, NodeKind.PHASE, NodeKind.GENERATION, NodeKind.TOOL
 
 
 @dataclass
@@ -19,13 +23,13 @@ class Generation:
     output: str | None = None
     tool_calls: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
-    response: dict[str, Any] | None = None
+    response: Mapping[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None  # the tool definitions offered to the model
     # Where the model was reached, when it was over the network (a live client).
     server_address: str | None = None
     server_port: int | None = None
 
-    def record_response(self, response: dict[str, Any]) -> None:
+    def record_response(self, response: Mapping[str, Any]) -> None:
         self.response = response
         choice = (response.get("choices") or [{}])[0]
         message = choice.get("message") or {}
@@ -38,7 +42,8 @@ class Generation:
     @property
     def finish_reason(self) -> str | None:
         choices = (self.response or {}).get("choices") or [{}]
-        return choices[0].get("finish_reason")
+        reason = choices[0].get("finish_reason")
+        return reason if isinstance(reason, str) else None
 
 
 @dataclass

@@ -1,53 +1,262 @@
-"""The tracer: a tree of spans for one shift, kept in memory, rendered or exported.
+"""The tracer: the source of a shift's typed events, delivered to its listeners.
+
+`run_shift` opens typed spans (`shift`, `phase`, `generation`, `tool`) and reports point
+events (`consent_decided`, `ticket_fired`); each becomes a frozen event value
+(`cafe.trace.events`) handed to every listener in order. The in-memory tree (`ShiftTree`:
+`render`, `nodes`, `usage_of`) is the default first listener; `cafe_otel` adds a span
+listener, tests add probes. A listener that raises is isolated through the fail-soft
+boundary: counted in `listener_failures`, reported by class name to `on_listener_error`,
+and never raised into the shift.
 
 `export()` propagates whatever the exporter raises, on purpose: nobody should be able to
 mistake a dead backend for a good one. `export_fail_soft` is where that failure is turned
-into a returned error text. Subclasses observe spans through `_span_started` and
-`_span_ended` (cafe_otel mirrors them as OpenTelemetry spans there).
+into a returned name.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
+from types import TracebackType
+from typing import Any, Self
 
 from cafe.jsondata import copy_json
+from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace.clock import Clock
-from cafe.trace.span import GENERATION, Generation, SpanNode
+from cafe.trace.events import (
+    ConsentDecided,
+    GenerationEnded,
+    GenerationRequest,
+    GenerationResult,
+    GenerationStarted,
+    NodeKind,
+    Phase,
+    PhaseEnded,
+    PhaseStarted,
+    ShiftEnded,
+    ShiftStarted,
+    SpanEnded,
+    SpanStarted,
+    TicketFired,
+    ToolEnded,
+    ToolStarted,
+    TraceEvent,
+    TraceListener,
+)
+from cafe.trace.failsoft import FailureReport, report_failure
+from cafe.trace.span import SpanNode
+from cafe.trace.tree import ShiftTree
 
 Exporter = Callable[[Sequence[dict[str, Any]]], Any]
 
 
+class _Scope:
+    """One open span: `with` emits its started event on entry and its ended event on exit
+    (with the exception, when one ends it; the exception is re-raised)."""
+
+    __slots__ = ("_tracer", "parent_id", "span_id")
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+        self.span_id = 0
+        self.parent_id: int | None = None
+
+    def __enter__(self) -> Self:
+        tracer = self._tracer
+        stack = tracer._stack
+        self.parent_id = stack[-1] if stack else None
+        self.span_id = tracer._next_id
+        tracer._next_id += 1
+        stack.append(self.span_id)
+        at = tracer._last = tracer._clock()
+        if tracer._listeners:  # nobody listening (a NullTracer): no event to build
+            tracer._emit(self._started(at))
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        tracer = self._tracer
+        at = tracer._last = tracer._clock()
+        tracer._stack.pop()
+        if tracer._listeners:
+            tracer._emit(self._ended(at, error))
+
+    def _started(self, at: float) -> TraceEvent:
+        raise NotImplementedError
+
+    def _ended(self, at: float, error: BaseException | None) -> TraceEvent:
+        raise NotImplementedError
+
+
+class ShiftScope(_Scope):
+    __slots__ = ("agent", "conversation_id", "model", "provider", "repairs", "stop_reason", "tickets", "turns")
+
+    def __init__(self, tracer: Tracer, agent: str, conversation_id: str | None,
+                 model: str | None, provider: str | None) -> None:
+        super().__init__(tracer)
+        self.agent, self.conversation_id, self.model, self.provider = agent, conversation_id, model, provider
+        self.stop_reason: StopReason | None = None
+        self.turns: int | None = None
+        self.tickets: int | None = None
+        self.repairs: int | None = None
+
+    def finish(self, stop_reason: StopReason, turns: int, tickets: int, repairs: int | None = None) -> None:
+        """What the shift came to; sent with the shift's ended event."""
+        self.stop_reason, self.turns, self.tickets, self.repairs = stop_reason, turns, tickets, repairs
+
+    def _started(self, at: float) -> ShiftStarted:
+        return ShiftStarted(self.span_id, self.parent_id, at, self.agent, self.conversation_id,
+                            self.model, self.provider)
+
+    def _ended(self, at: float, error: BaseException | None) -> ShiftEnded:
+        return ShiftEnded(self.span_id, self.parent_id, at, error=error, stop_reason=self.stop_reason,
+                          turns=self.turns, tickets=self.tickets, repairs=self.repairs)
+
+
+class PhaseScope(_Scope):
+    __slots__ = ("phase", "stop_reason", "turn")
+
+    def __init__(self, tracer: Tracer, phase: Phase, turn: int | None) -> None:
+        super().__init__(tracer)
+        self.phase, self.turn = phase, turn
+        self.stop_reason: StopReason | None = None
+
+    def _started(self, at: float) -> PhaseStarted:
+        return PhaseStarted(self.span_id, self.parent_id, at, self.phase, self.turn)
+
+    def _ended(self, at: float, error: BaseException | None) -> PhaseEnded:
+        return PhaseEnded(self.span_id, self.parent_id, at, self.phase, self.turn, self.stop_reason,
+                          error=error)
+
+
+class GenerationScope(_Scope):
+    __slots__ = ("attrs", "name", "request", "result")
+
+    def __init__(self, tracer: Tracer, name: str, request: GenerationRequest, attrs: Mapping[str, Any]) -> None:
+        super().__init__(tracer)
+        self.name, self.request, self.attrs = name, request, attrs
+        self.result: GenerationResult | None = None
+
+    def record_response(self, response: Mapping[str, Any]) -> None:
+        if self._tracer._listeners:  # read once here, for every listener
+            self.result = GenerationResult.of(response)
+
+    def _started(self, at: float) -> GenerationStarted:
+        return GenerationStarted(self.span_id, self.parent_id, at, self.name, self.request, self.attrs)
+
+    def _ended(self, at: float, error: BaseException | None) -> GenerationEnded:
+        return GenerationEnded(self.span_id, self.parent_id, at, self.request, self.result, error=error)
+
+
+class ToolScope(_Scope):
+    __slots__ = ("arguments", "call_id", "name", "result", "status", "ticket_number")
+
+    def __init__(self, tracer: Tracer, name: str, call_id: str, arguments: str | None) -> None:
+        super().__init__(tracer)
+        self.name, self.call_id, self.arguments = name, call_id, arguments
+        self.status: ToolStatus | None = None
+        self.ticket_number: int | None = None
+        self.result: str | None = None
+
+    def _started(self, at: float) -> ToolStarted:
+        return ToolStarted(self.span_id, self.parent_id, at, self.name, self.call_id, self.arguments)
+
+    def _ended(self, at: float, error: BaseException | None) -> ToolEnded:
+        return ToolEnded(self.span_id, self.parent_id, at, self.name, self.call_id, self.status,
+                         self.ticket_number, self.arguments, self.result, error=error)
+
+
+class SpanScope(_Scope):
+    """A plain span: a name, a kind and annotations (`set`) that only the tree shows."""
+
+    __slots__ = ("_added", "kind", "name", "start_attrs")
+
+    def __init__(self, tracer: Tracer, name: str, kind: str, attrs: dict[str, Any]) -> None:
+        super().__init__(tracer)
+        self.name, self.kind, self.start_attrs = name, kind, attrs
+        self._added: dict[str, Any] = {}
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return {**self.start_attrs, **self._added}
+
+    def set(self, **attrs: Any) -> None:
+        self._added.update(attrs)
+
+    def _started(self, at: float) -> SpanStarted:
+        return SpanStarted(self.span_id, self.parent_id, at, self.name, self.kind, dict(self.start_attrs))
+
+    def _ended(self, at: float, error: BaseException | None) -> SpanEnded:
+        return SpanEnded(self.span_id, self.parent_id, at, self.name, self.kind, dict(self._added), error=error)
+
+
+ListenerErrorHook = Callable[[FailureReport], None]
+
+
 class Tracer:
     def __init__(
-        self, exporter: Exporter | None = None, clock: Clock | None = None, *, keep_inputs: bool = True
+        self,
+        exporter: Exporter | None = None,
+        clock: Clock | None = None,
+        *,
+        keep_inputs: bool = True,
+        listeners: Iterable[TraceListener] = (),
+        tree: bool = True,
+        on_listener_error: ListenerErrorHook | None = None,
     ) -> None:
-        """`keep_inputs=False` skips the copy of each model call's input messages: for a
-        tracer whose spans go out as metadata only, the copy is most of its cost."""
+        """`tree=False` leaves out the in-memory tree (then `render`, `nodes` and `usage_of`
+        see nothing): for a tracer whose only job is to feed other listeners.
+        `keep_inputs=False` skips the copy of each model call's input messages: for
+        listeners that export metadata only, the copy is most of a generation's cost."""
         self._exporter = exporter
         self.keep_inputs = keep_inputs
         self._clock: Clock = clock or time.perf_counter
-        self._roots: list[SpanNode] = []
-        self._stack: list[SpanNode] = []
+        self.tree: ShiftTree | None = ShiftTree() if tree else None
+        self._listeners: list[TraceListener] = [self.tree] if self.tree is not None else []
+        self._listeners.extend(listeners)
+        self._on_listener_error = on_listener_error
+        self._stack: list[int] = []
         self._next_id = 1
+        self._last = 0.0  # the latest clock reading: point events take it, not a tick of their own
+        self.listener_failures = 0
+        self.last_listener_failure: FailureReport | None = None
 
-    @contextmanager
-    def span(self, name: str, kind: str = "span", **attrs: Any) -> Iterator[SpanNode]:
-        yield from self._lifetime(self._open(name, kind, attrs))
+    # --- listeners -------------------------------------------------------------------
+    @property
+    def listeners(self) -> tuple[TraceListener, ...]:
+        return tuple(self._listeners)
 
-    def _lifetime(self, node: SpanNode) -> Iterator[SpanNode]:
-        try:
-            yield node
-        except BaseException as error:
-            node.error_type = type(error).__name__
-            node.exception = error
-            raise
-        finally:
-            self._close(node)
+    @property
+    def listening(self) -> bool:
+        return bool(self._listeners)
 
-    @contextmanager
+    def add_listener(self, listener: TraceListener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, event: TraceEvent) -> None:
+        for listener in self._listeners:
+            try:
+                listener.on_event(event)
+            except Exception as error:  # isolation: a listener never fails the shift
+                self._listener_failed(listener, event, error)
+
+    def _listener_failed(self, listener: TraceListener, event: TraceEvent, error: Exception) -> None:
+        self.listener_failures += 1
+        report = report_failure(error, f"{type(listener).__name__} on {type(event).__name__}")
+        self.last_listener_failure = report
+        if self._on_listener_error is not None:
+            with suppress(Exception):  # a broken error hook must not fail the shift either
+                self._on_listener_error(report)
+
+    # --- typed spans and events (what run_shift emits) ---------------------------------
+    def shift(self, *, agent: str, conversation_id: str | None = None, model: str | None = None,
+              provider: str | None = None) -> ShiftScope:
+        return ShiftScope(self, agent, conversation_id, model, provider)
+
+    def phase(self, phase: Phase, turn: int | None = None) -> PhaseScope:
+        return PhaseScope(self, phase, turn)
+
     def generation(
         self,
         name: str,
@@ -60,76 +269,60 @@ class Tracer:
         server_address: str | None = None,
         server_port: int | None = None,
         **attrs: Any,
-    ) -> Iterator[SpanNode]:
-        data = Generation(model=model, provider=provider,
-                          input=copy_json(input) if self.keep_inputs else [],
-                          temperature=temperature, tools=tools,
-                          server_address=server_address, server_port=server_port)
-        yield from self._lifetime(self._open(name, GENERATION, attrs, data))
+    ) -> GenerationScope:
+        request = GenerationRequest(model, provider, copy_json(input) if self.keep_inputs else (),
+                                    temperature, tools, server_address, server_port)
+        return GenerationScope(self, name, request, attrs)
 
-    def _open(
-        self, name: str, kind: str, attrs: dict[str, Any], generation: Generation | None = None
-    ) -> SpanNode:
-        parent = self._stack[-1] if self._stack else None
-        node = SpanNode(self._next_id, name, kind, attrs, self._clock(), parent=parent,
-                        generation=generation)
-        self._next_id += 1
-        (parent.children if parent else self._roots).append(node)
-        self._stack.append(node)
-        self._span_started(node)
-        return node
+    def tool(self, name: str, *, call_id: str, arguments: str | None = None) -> ToolScope:
+        return ToolScope(self, name, call_id, arguments)
 
-    def _close(self, node: SpanNode) -> None:
-        node.end = self._clock()
-        self._stack.pop()
-        self._span_ended(node)
+    def span(self, name: str, kind: str = NodeKind.SPAN, **attrs: Any) -> SpanScope:
+        return SpanScope(self, name, kind, attrs)
 
-    def _span_started(self, node: SpanNode) -> None:
-        """Hook: a span has opened (its parent is `node.parent`)."""
+    def _here(self) -> tuple[int, int | None]:
+        if not self._stack:
+            raise RuntimeError("a point event needs an open span to belong to")
+        return self._stack[-1], (self._stack[-2] if len(self._stack) > 1 else None)
 
-    def _span_ended(self, node: SpanNode) -> None:
-        """Hook: a span has closed, with its end time and any error type set."""
+    def consent_decided(self, turn: int, round: int, outcome: ConsentOutcome,
+                        decision: ConsentDecision | None = None) -> None:
+        span_id, parent_id = self._here()
+        self._emit(ConsentDecided(span_id, parent_id, self._last, turn, round, outcome, decision))
 
+    def ticket_fired(self, number: int, turn: int) -> None:
+        span_id, parent_id = self._here()
+        self._emit(TicketFired(span_id, parent_id, self._last, number, turn))
+
+    # --- the in-memory tree (empty without one) ----------------------------------------
     @property
     def roots(self) -> list[SpanNode]:
-        return list(self._roots)
+        return self.tree.roots if self.tree is not None else []
 
     def nodes(self, kind: str | None = None) -> list[SpanNode]:
-        found = [node for root in self._roots for node in root.walk()]
-        return found if kind is None else [node for node in found if node.kind == kind]
+        return self.tree.nodes(kind) if self.tree is not None else []
 
     def generations(self) -> list[SpanNode]:
-        return self.nodes(GENERATION)
+        return self.nodes(NodeKind.GENERATION)
 
     def render(self) -> str:
-        from cafe.trace.render import render_tree
-
-        return render_tree(self._roots)
+        return self.tree.render() if self.tree is not None else ""
 
     def export(self) -> Any:
         if self._exporter is None:
             return None
-        return self._exporter([root.as_dict() for root in self._roots])
+        return self._exporter([root.as_dict() for root in self.roots])
 
 
-class _DiscardedNode(SpanNode):
-    def set(self, **attrs: Any) -> None:
-        return None
+def _zero() -> float:
+    return 0.0
 
 
 class NullTracer(Tracer):
-    """The same interface, doing nothing, so instrumentation needs no `if tracer:`."""
+    """A tracer with no listeners, so instrumentation needs no `if tracer:`. With nobody to
+    hear them no events are built, so what is left is the bookkeeping of span ids and the
+    stack (bench figure 1: "cafe NullTracer generation")."""
 
     def __init__(self, exporter: Exporter | None = None, clock: Clock | None = None) -> None:
-        super().__init__(exporter=None, clock=lambda: 0.0)
-
-    def _open(self, name: str, kind: str, attrs: dict[str, Any], generation: Generation | None = None) -> SpanNode:
-        return _DiscardedNode(0, name, kind, {}, 0.0)
-
-    def _close(self, node: SpanNode) -> None:
-        return None
-
-    @contextmanager
-    def generation(self, name: str, **kwargs: Any) -> Iterator[SpanNode]:
-        # No deep copy: a tracer that records nothing must cost nothing.
-        yield _DiscardedNode(0, name, GENERATION, {}, 0.0)
+        # The seed's signature; both arguments are ignored: there is nothing to export or time.
+        super().__init__(clock=_zero, keep_inputs=False, tree=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cafe.clients.base import ChatClient, Message, Response
+from cafe.clients.base import ChatClient, Message, Response, endpoint_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.trace.tracer import Tracer
 
@@ -13,18 +13,20 @@ class TracingClient(WrappedClient):
     def __init__(self, client: ChatClient, tracer: Tracer) -> None:
         super().__init__(client)
         self.tracer = tracer
+        self._found_endpoint: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"TracingClient({self.inner!r})"
 
     def _endpoint(self) -> dict[str, Any]:
-        """server_address / server_port of a client that talks to a network endpoint."""
-        found = {}
-        for key in ("server_address", "server_port"):
-            value = getattr(self.inner, key, None)
-            if value is not None:
-                found[key] = value
-        return found
+        """server_address / server_port of a client that talks to a network endpoint. Looked
+        up once: a client's endpoint does not move, and a missing attribute costs an
+        exception through every wrapper on each call."""
+        if self._found_endpoint is None:
+            address, port = endpoint_of(self.inner)
+            found = {"server_address": address, "server_port": port}
+            self._found_endpoint = {key: value for key, value in found.items() if value is not None}
+        return self._found_endpoint
 
     def chat(
         self,
@@ -41,8 +43,7 @@ class TracingClient(WrappedClient):
             temperature=temperature,
             tools=tools,
             **self._endpoint(),
-        ) as node:
+        ) as call:
             response = self.inner.chat(messages, tools, temperature, tool_choice)
-            if node.generation is not None:
-                node.generation.record_response(response)
+            call.record_response(response)
             return response

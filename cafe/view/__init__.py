@@ -1,4 +1,5 @@
-"""`cafe view RECORDING -o shift.html`: a recorded shift as a page you can look at."""
+"""Pages to look at instead of reading: `cafe view RECORDING -o shift.html` (a recorded shift)
+and the mismatch report of a failed replay (`cafe replay --report`, the pytest plugin)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from cafe.recording.errors import RecordingError
+from cafe.recording.errors import RecordingError, ReplayError
+from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
+from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
 from cafe.view.timeline import ShiftTimeline, timeline
 
-__all__ = ["PageUnwritable", "ShiftTimeline", "format_duration", "register", "shift_page", "timeline",
-           "write_private_page"]
+__all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
+           "mismatch_page", "register", "shift_page", "timeline", "write_mismatch_report", "write_private_page"]
 
 
 class PageUnwritable(RecordingError):
@@ -25,10 +28,27 @@ class PageUnwritable(RecordingError):
         super().__init__(f"{path}: cannot write the page ({why})")
 
 
+def check_page_path(path: Path | str) -> None:
+    """Refuse now what `write_private_page` would refuse later: an empty path, something
+    already there (a symlink included), a missing directory."""
+    path = Path(path)
+    if str(path).strip() == "":
+        raise PageUnwritable(path, "the path is empty")
+    if os.path.lexists(path):
+        raise PageUnwritable(path, "it exists; pages are never overwritten, choose another path")
+    if not path.parent.is_dir():
+        raise PageUnwritable(path, "its directory does not exist")
+
+
+def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayError) -> Path:
+    """The page of a failed replay: recorded and incoming request side by side."""
+    return write_private_page(path, mismatch_page(recording, failed_replay(error)))
+
+
 def write_private_page(path: Path | str, text: str) -> Path:
     """Create `path` 0600 with `text`; never over anything that exists (a symlink included)."""
     path = Path(path)
-    if str(path) == "":
+    if str(path).strip() == "":
         raise PageUnwritable(path, "the path is empty")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -52,7 +72,7 @@ def write_private_page(path: Path | str, text: str) -> Path:
     return path
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
     parser.add_argument("path", help="the recording to show (any version cafe reads)")

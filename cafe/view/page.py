@@ -13,6 +13,7 @@ import html
 import json
 from typing import Any
 
+from cafe.trace.render import format_seconds
 from cafe.view.timeline import CallRow, ShiftTimeline, ToolRow
 
 _FAILED = {"refused", "aborted", "duplicate", "invalid", "cancelled", "error", "rejected", "no result recorded"}
@@ -47,12 +48,8 @@ def _e(text: Any) -> str:
 
 
 def format_duration(ns: int) -> str:
-    """A duration a person can read: 740 µs, 12.3 ms, 1.52 s."""
-    if ns < 1_000_000:
-        return f"{ns / 1000:.0f} µs"
-    if ns < 1_000_000_000:
-        return f"{ns / 1_000_000:.1f} ms"
-    return f"{ns / 1_000_000_000:.2f} s"
+    """A duration in ns as the span tree prints one: 740µs, 12.3ms, 1.520s."""
+    return format_seconds(ns / 1e9)
 
 
 def _bar(timeline: ShiftTimeline, start: int, end: int) -> str:

@@ -143,7 +143,8 @@ def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, i
     step = max((end - start) // len(requested), 0)
     rows = []
     for position, tool_call in enumerate(requested):
-        function = tool_call.get("function") if isinstance(tool_call.get("function"), dict) else {}
+        raw_function = tool_call.get("function")
+        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
         call_id = str(tool_call.get("id"))
         result = answers.get(call_id)
         status, parsed = _status(result)
@@ -171,7 +172,8 @@ def timeline(recording: Recording) -> ShiftTimeline:
         start, end = windows[position]
         next_start = windows[position + 1][0] if following is not None else end + SYNTHETIC_STEP_NS
         messages = _messages(call)
-        usage = call.response.get("usage") if isinstance(call.response.get("usage"), dict) else {}
+        raw_usage = call.response.get("usage")
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         response_model = call.response.get("model")
         calls.append(CallRow(
             index=call.index,

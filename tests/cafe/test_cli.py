@@ -152,6 +152,8 @@ def test_missing_live_settings_names_every_variable(tmp_path):
 def test_a_bad_decision_is_one_error_line():
     code, _, err = cafe("shift", "--decision", "maybe")
     _one_error_line(code, err)
+    assert code == ScriptError.exit_code
+    assert "--decision: 5 characters before '=' are not a decision; use approve, reject or edit=JSON" in err
 
 
 @pytest.mark.local_server
@@ -177,8 +179,18 @@ def test_record_onto_a_directory_is_refused_as_unwritable_not_as_existing(tmp_pa
     assert "directory" in err
 
 
-def test_max_turns_below_one_is_a_usage_error(capsys):
-    with pytest.raises(SystemExit) as stopped:
-        cafe("shift", "--max-turns", "0")
-    assert stopped.value.code == 2
-    assert "at least 1" in capsys.readouterr().err
+def test_max_turns_below_one_is_a_usage_error():
+    code, _, err = cafe("shift", "--max-turns", "0")
+    assert code == 2
+    assert err == "cafe: error: cafe shift: argument --max-turns: must be at least 1, not 0 (see `cafe shift --help`)\n"
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["shift", "--no-such-option"], ["replay"], ["view", "x.jsonl"]])
+def test_every_usage_error_is_one_line_with_exit_2_and_a_help_command_that_works(argv):
+    code, _, err = cafe(*argv)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("cafe: error: ")
+    suggested = err.rsplit("(see `", 1)[1].split("`)")[0].split()
+    assert suggested[0] == "cafe" and suggested[-1] == "--help"
+    with pytest.raises(SystemExit) as helped:  # argparse prints the help and exits 0
+        cafe(*suggested[1:])
+    assert helped.value.code == 0

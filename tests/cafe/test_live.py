@@ -113,7 +113,7 @@ def test_offline_tests_cannot_reach_the_network(network_attempts):
     with pytest.raises(ModelCallError) as caught:
         client.chat([{"role": "user", "content": "hello"}])
     assert "failed" in str(caught.value)
-    assert network_attempts  # the guard refused the connect
+    assert ("127.0.0.1", 9) in network_attempts  # the guard refused the connect
     network_attempts.clear()
     _assert_no_key(str(caught.value))
 
@@ -199,7 +199,7 @@ def test_endpoint_errors_are_model_call_errors_without_the_key(mode, status):
 def test_a_response_without_choices_is_a_model_call_error_not_a_crash():
     with chat_server(KEY, mode="no_choices") as server:
         client = LiveClient(_settings(server), max_retries=0)
-        with pytest.raises(ModelCallError, match="no choices"):
+        with pytest.raises(ModelCallError, match="choices: expected a non-empty array, found an array of 0"):
             run_shift(client, DEFAULT_SCRIPT, _approve())
         assert len(server.requests) == 1
 
@@ -245,5 +245,5 @@ def test_unreachable_endpoint_is_a_model_call_error():
 def test_a_base_url_without_scheme_or_host_is_refused_without_showing_the_key(url):
     with pytest.raises(ConfigurationError) as caught:
         LiveSettings.from_env({"CAFE_BASE_URL": url, "CAFE_API_KEY": KEY, "CAFE_MODEL": "m"})
-    assert "base URL" in str(caught.value)
+    assert str(caught.value).startswith("CAFE_BASE_URL: not an http(s) URL with a host")
     _assert_no_key(str(caught.value))

@@ -29,6 +29,7 @@ from cafe import (
     transcript,
 )
 from cafe.handover import FLOURISHES
+from cafe.recording.writer import partial_path
 
 from .helpers import call, calls, say
 
@@ -155,9 +156,13 @@ def test_a_crash_keeps_every_finished_call(tmp_path):
             return super().chat(messages, tools, temperature, tool_choice)
 
     path = tmp_path / "crash.jsonl"
-    with pytest.raises(ConnectionError):
+    with pytest.raises(ConnectionError) as caught:
         record_shift(Crashes(), DEFAULT_SCRIPT, path, responder=_fresh_responder())
-    assert len(load_records(path)) == 2
+    # The path only ever holds a finished recording; the calls made are kept beside it.
+    assert not path.exists()
+    kept = partial_path(path)
+    assert len(load_records(kept)) == 2
+    assert caught.value.__notes__ == [f"the 2 call(s) recorded before it are kept in {kept}"]
 
 
 def test_recording_client_flushes_each_line_as_it_is_written(tmp_path):
@@ -166,11 +171,13 @@ def test_recording_client_flushes_each_line_as_it_is_written(tmp_path):
     try:
         recorder.chat([{"role": "user", "content": "hello"}])
         # Read while the writer is still open: the call is already on disk.
-        assert len(load_records(path)) == 1
+        assert len(load_records(partial_path(path))) == 1
         recorder.chat([{"role": "user", "content": "a latte"}])
-        assert len(load_records(path)) == 2
+        assert len(load_records(partial_path(path))) == 2
+        assert not path.exists()
     finally:
         recorder.close()
+    assert len(load_records(path)) == 2 and not partial_path(path).exists()
 
 
 def test_a_consent_shift_replays_identically_with_a_fresh_responder(tmp_path):

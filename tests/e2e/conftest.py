@@ -1,8 +1,9 @@
 """Fixtures that find the built binaries and run Jaeger + the Collector per test.
 
-Binaries: $CAFE_OTELCOL_BIN / $CAFE_JAEGER_BIN, else
-$CAFE_OTEL_BIN_CACHE/current/{otelcol-cafe,jaeger} (default cache
-~/.cache/cafe-otel/bin), as written by scripts/build-otel-binaries.sh.
+Binaries: $CAFE_OTELCOL_BIN / $CAFE_JAEGER_BIN, else this checkout's build,
+$CAFE_OTEL_BIN_CACHE/<key>/{otelcol-cafe,jaeger} (default cache ~/.cache/cafe-otel/bin;
+the key hashes the manifest, tools/jaeger/go.mod + go.sum and `go version`, as
+scripts/build-otel-binaries.sh computes it; otelstack/binaries.py).
 A missing binary skips the test with instructions, or fails it when
 CAFE_E2E_STRICT=1 (CI: a missing build must not pass as a skip).
 """

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 import cafe
@@ -28,6 +29,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
+        self.metric_requests: list[ExportMetricsServiceRequest] = []
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -35,7 +37,10 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                receiver.requests.append(ExportTraceServiceRequest.FromString(body))
+                if self.path.endswith("/v1/metrics"):
+                    receiver.metric_requests.append(ExportMetricsServiceRequest.FromString(body))
+                else:
+                    receiver.requests.append(ExportTraceServiceRequest.FromString(body))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -52,8 +57,14 @@ class Receiver:
         return [span for request in self.requests for rs in request.resource_spans
                 for ss in rs.scope_spans for span in ss.spans]
 
+    def metric_points(self) -> list[tuple[str, object]]:
+        """(metric name, data point) of every point received."""
+        return [(metric.name, point) for request in self.metric_requests for rm in request.resource_metrics
+                for sm in rm.scope_metrics for metric in sm.metrics
+                for point in getattr(metric, metric.WhichOneof("data")).data_points]
+
     def raw(self) -> bytes:
-        return b"".join(request.SerializeToString() for request in self.requests)
+        return b"".join(request.SerializeToString() for request in [*self.requests, *self.metric_requests])
 
 
 @pytest.fixture
@@ -75,17 +86,49 @@ def test_cafe_shift_ships_spans_to_a_receiver_and_reports(receiver):
     code, out, err = _cli(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"])
     assert code == 0, err
     assert "stop reason: answered" in out
-    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert err == "telemetry: 11 spans exported, 0 dropped; 5 metric points exported, 0 dropped\n"
     names = sorted(span.name for span in receiver.spans())
     assert names.count("chat scripted-barista-1") == 3 and "invoke_agent cafe-counter" in names
     assert b"latte" not in receiver.raw()  # the customer's line stays home
+
+
+def _attributes(point) -> dict[str, str]:
+    return {kv.key: kv.value.string_value for kv in point.attributes}
+
+
+def test_cafe_shift_sends_genai_metrics_that_add_up_to_the_shift(receiver):
+    code, out, err = _cli(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"])
+    assert code == 0, err
+    points = receiver.metric_points()
+    tokens = {_attributes(p)["gen_ai.token.type"]: p.sum for name, p in points if name == "gen_ai.client.token.usage"}
+    # The usage the shift printed (== usage ==) is what the histograms hold.
+    usage_line = out.split("== usage ==\n", 1)[1].splitlines()[0]
+    assert usage_line.startswith(f"3 model call(s), {tokens['input']:.0f} input + {tokens['output']:.0f} output")
+    (duration,) = [p for name, p in points if name == "gen_ai.client.operation.duration"]
+    assert duration.count == 3 and _attributes(duration)["gen_ai.request.model"] == "scripted-barista-1"
+    (shifts,) = [p for name, p in points if name == "cafe.shifts"]
+    assert _attributes(shifts) == {"cafe.stop_reason": "answered"} and shifts.as_int == 1
+    metric_bytes = b"".join(request.SerializeToString() for request in receiver.metric_requests)
+    assert b"latte" not in metric_bytes and b"shift-" not in metric_bytes  # no text, no conversation id
+
+
+def test_metrics_exporter_none_sends_spans_only(receiver):
+    code, _, err = _cli(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"],
+                        {"OTEL_METRICS_EXPORTER": "none"})
+    assert code == 0 and err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert receiver.metric_requests == [] and len(receiver.spans()) == 11
+
+
+def test_an_unknown_metrics_exporter_is_a_configuration_error():
+    code, _, err = _cli(["shift", "--seed", "1", "--otlp=http://127.0.0.1:9"], {"OTEL_METRICS_EXPORTER": "prometheus"})
+    assert code == 20 and err == "cafe: error: OTEL_METRICS_EXPORTER: 'prometheus' is not otlp or none\n"
 
 
 def test_the_endpoint_variable_alone_turns_export_on(receiver):
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
            "OTEL_SERVICE_NAME": "counter-3"}
     code, _, err = _cli(["shift", "--seed", "1"], env)
-    assert code == 0 and err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert code == 0 and err == "telemetry: 11 spans exported, 0 dropped; 5 metric points exported, 0 dropped\n"
     resource = {kv.key: kv.value.string_value for kv in receiver.requests[0].resource_spans[0].resource.attributes}
     assert resource["service.name"] == "counter-3"
 
@@ -108,7 +151,9 @@ def test_a_dead_collector_costs_the_shift_nothing_and_is_reported(protocol):
     code, out, err = _cli(["shift", "--seed", "1", "--otlp-protocol", protocol, f"--otlp=http://127.0.0.1:{port}"], env)
     assert time.monotonic() - started < 5.0
     assert code == 0 and "stop reason: answered" in out
-    assert err.startswith("telemetry: 0 spans exported, 11 dropped (11 export failed); last error: export to ")
+    # Both signals lost, both counted: the metrics' one final export too.
+    assert err.startswith("telemetry: 0 spans exported, 11 dropped (11 export failed); "
+                          "0 metric points exported, 5 dropped; last error: ")
     assert f"127.0.0.1:{port}" in err and err.count("\n") == 1
     # The exporters' own retry log was held for the one line, and the logger is as it was.
     otlp_logger = logging.getLogger(ExporterLogCapture.LOGGER)
@@ -122,7 +167,7 @@ def test_cafe_replay_with_otlp_uses_the_recorded_timeline(receiver, tmp_path):
                       decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
     code, _out, err = _cli(["replay", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
-    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert err == "telemetry: 11 spans exported, 0 dropped; 5 metric points exported, 0 dropped\n"
     root = next(s for s in receiver.spans() if s.name == "invoke_agent cafe-counter")
     assert root.start_time_unix_nano == ORIGIN
 
@@ -133,9 +178,10 @@ def test_cafe_export_sends_a_recording(receiver, tmp_path):
                       decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
     code, out, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
-    assert out == f"exported 4 spans (3 model calls) from {path}\n"
-    assert err == "telemetry: 4 spans exported, 0 dropped\n"
-    assert len(receiver.spans()) == 4
+    # The whole shift's tree, as a replay of it would give (issue 9), not just the calls.
+    assert out == f"exported 11 spans (3 model calls) from {path}\n"
+    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert len(receiver.spans()) == 11
 
 
 def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
@@ -144,9 +190,9 @@ def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
     code, _, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--timeout", "1",
                          "--otlp", f"http://127.0.0.1:{closed_port()}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
     assert code == TelemetryExportFailed.exit_code
-    lines = err.splitlines()
-    assert lines[0].startswith("telemetry: 0 spans exported, 4 dropped")
-    assert lines[1] == "cafe: error: 4 of 4 spans were not exported"
+    # One line: the error carries the telemetry report.
+    assert err.count("\n") == 1
+    assert err.startswith("cafe: error: 11 of 11 spans were not exported (telemetry: 0 spans exported, 11 dropped")
     assert "Traceback" not in err
 
 

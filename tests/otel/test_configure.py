@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -176,19 +177,34 @@ def test_credentials_in_headers_or_the_endpoint_never_reach_a_repr_or_an_error()
     assert secret not in handle.account.last_error and secret not in handle.account.summary()
 
 
+class GatedExporter(InMemorySpanExporter):
+    """Holds every export until released: what is queued meanwhile stays queued."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def export(self, spans):
+        self.gate.wait(10)
+        return super().export(spans)
+
+
 def test_batch_settings_come_from_otel_bsp_variables_with_arguments_winning():
-    environ = {"OTEL_BSP_MAX_QUEUE_SIZE": "3", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "5",
+    environ = {"OTEL_BSP_MAX_QUEUE_SIZE": "3", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "3",
                "OTEL_BSP_SCHEDULE_DELAY": "60000"}
-    sink = InMemorySpanExporter()
+    sink = GatedExporter()
     handle = configure(exporter=sink, environ=environ)
-    # 11 spans into a queue of 3 that no batch (5) or delay (60 s) empties before shutdown.
+    # 11 spans while the exporter holds its first batch: 3 in it, 3 queued, at least 5 dropped.
     seed_shift(handle.tracer())
+    sink.gate.set()
     handle.shutdown(2.0)
-    assert handle.account.dropped_queue_full == 11 - 3
-    assert len(sink.get_finished_spans()) == 3
+    account = handle.account
+    assert account.dropped_queue_full >= 11 - 6
+    assert account.exported + account.dropped == 11
+    assert len(sink.get_finished_spans()) == account.exported <= 6
     explicit = configure(exporter=InMemorySpanExporter(), environ=environ, max_queue_size=64)
     seed_shift(explicit.tracer())
     explicit.shutdown(2.0)
-    assert explicit.account.dropped == 0
+    assert explicit.account.dropped == 0 and explicit.account.exported == 11
     with pytest.raises(TelemetryConfigError, match="OTEL_BSP_MAX_QUEUE_SIZE"):
         configure(exporter=InMemorySpanExporter(), environ={"OTEL_BSP_MAX_QUEUE_SIZE": "lots"})

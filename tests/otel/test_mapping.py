@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import StatusCode
 
 import cafe
-from cafe.trace.span import SpanNode
+from cafe.trace import EventLog, GenerationStarted, Phase, PhaseStarted
 from cafe_otel import content, mapping
+
+
+def _started_generation(client) -> GenerationStarted:
+    log = EventLog()
+    cafe.TracingClient(client, cafe.Tracer(listeners=[log], tree=False)).chat([{"role": "user", "content": "hello"}])
+    [started] = log.of(GenerationStarted)
+    return started
 
 
 def _fire(table: int, items: list[str], call_id: str) -> dict:
@@ -66,15 +73,17 @@ def test_server_attributes_come_from_a_client_that_knows_its_endpoint():
         tracer = cafe.Tracer()
         cafe.TracingClient(client, tracer).chat([{"role": "user", "content": "hello"}])
         assert "server_address" not in tracer.render()  # transport detail, not part of the tree
-        attributes = mapping.start_attributes(tracer.generations()[0])
+        attributes = mapping.generation_start(_started_generation(client), None, None)
         assert {k: v for k, v in attributes.items() if k.startswith("server.")} == expected
 
 
-def test_phase_and_kind_mapping():
-    node = SpanNode(1, "turn 2", "phase", {"phase": "turn", "turn": 2}, 0.0)
-    assert mapping.span_name(node) == "turn 2"
-    assert mapping.span_kind(node) is SpanKind.INTERNAL
-    assert mapping.start_attributes(node) == {"cafe.phase": "turn", "cafe.turn": 2}
+def test_phase_mapping():
+    event = PhaseStarted(1, None, 0.0, Phase.TURN, 2)
+    assert event.name == "turn 2"
+    attributes = mapping.phase_start(event)
+    assert attributes == {"cafe.phase": "turn", "cafe.turn": 2}
+    assert type(attributes["cafe.phase"]) is str  # the enum's value, not our type, goes out
+    assert mapping.phase_start(PhaseStarted(2, None, 0.0, Phase.SETUP)) == {"cafe.phase": "setup"}
 
 
 def test_messages_convert_to_the_genai_parts_shape():
@@ -114,9 +123,8 @@ def test_the_endpoint_shows_through_a_recording_wrapper(tmp_path):
     class Live(cafe.ScriptedClient):
         server_address, server_port = "models.example", 8443
 
-    tracer = cafe.Tracer()
     recorder = cafe.RecordingClient(Live(), tmp_path / "r.jsonl")
-    cafe.TracingClient(recorder, tracer).chat([{"role": "user", "content": "hello"}])
+    started = _started_generation(recorder)
     recorder.close()
-    attributes = mapping.start_attributes(tracer.generations()[0])
+    attributes = mapping.generation_start(started, None, None)
     assert (attributes["server.address"], attributes["server.port"]) == ("models.example", 8443)

@@ -55,7 +55,10 @@ def test_two_replays_give_byte_identical_otlp(recording):
     request = ExportTraceServiceRequest.FromString(first)
     spans = request.resource_spans[0].scope_spans[0].spans
     assert len(spans) == 11
-    assert all(span.start_time_unix_nano >= ORIGIN for span in spans)
+    # On the recording's own timeline (one tick a second from its origin), not the wall
+    # clock's: a wall-clock replay would start later than ORIGIN and differ run to run.
+    assert min(span.start_time_unix_nano for span in spans) == ORIGIN
+    assert max(span.end_time_unix_nano for span in spans) == ORIGIN + 21 * 10**9
     resource = {kv.key for kv in request.resource_spans[0].resource.attributes}
     assert "service.instance.id" not in resource
 
@@ -100,18 +103,22 @@ def test_export_puts_each_recorded_call_on_its_recorded_timeline(recording):
     data, spans = _export(recording)
     assert data == _export(recording)[0]
     calls = cafe.load_recording(recording).calls
+    by_id = {s.context.span_id: s for s in spans}
     chats = [s for s in spans if s.name == "chat scripted-barista-1"]
     agent = next(s for s in spans if s.name == "invoke_agent cafe-counter")
     assert len(chats) == len(calls) == 3
-    for span, call in zip(chats, calls, strict=True):
-        assert span.parent.span_id == agent.context.span_id
+    for number, (span, call) in enumerate(zip(chats, calls, strict=True), start=1):
+        turn = by_id[span.parent.span_id]
+        assert turn.name == f"turn {number}" and turn.parent.span_id == agent.context.span_id
         assert span.start_time == call.timing.start_unix_nano
         assert span.end_time == call.timing.start_unix_nano + call.timing.duration_ns
+        assert turn.start_time <= span.start_time and span.end_time <= turn.end_time
         assert span.attributes["gen_ai.usage.input_tokens"] == call.response["usage"]["prompt_tokens"]
         assert span.attributes["gen_ai.response.id"] == call.response["id"]
         assert span.attributes["gen_ai.response.finish_reasons"] == (call.response["choices"][0]["finish_reason"],)
     assert chats[0].attributes["cafe.gen_ai.tool_calls"] == ("price_check", "price_check")
     assert agent.start_time == ORIGIN and agent.end_time == max(s.end_time for s in chats)
+    assert all(agent.start_time <= s.start_time <= s.end_time <= agent.end_time for s in spans)
     assert agent.attributes["cafe.stop_reason"] == "answered"
     assert agent.attributes["gen_ai.provider.name"] == "cafe.scripted"
 
@@ -147,12 +154,14 @@ def test_cafe_export_writes_deterministic_otlp(recording, tmp_path, kind):
     first, second = tmp_path / "a.otlp", tmp_path / "b.otlp"
     code, out, err = _cli(["export", str(source), "--out", str(first)])
     assert (code, err) == (0, ""), err
-    assert out == f"wrote 4 spans (3 model calls) to {first}\n"
+    assert out == f"wrote 11 spans (3 model calls) to {first}\n"
     assert _cli(["export", str(source), "--out", str(second)])[0] == 0
     assert first.read_bytes() == second.read_bytes()
     request = ExportTraceServiceRequest.FromString(first.read_bytes())
     names = [s.name for s in request.resource_spans[0].scope_spans[0].spans]
-    assert sorted(names) == ["chat scripted-barista-1"] * 3 + ["invoke_agent cafe-counter"]
+    assert sorted(names) == sorted(["chat scripted-barista-1"] * 3 + ["invoke_agent cafe-counter"]
+                                   + ["execute_tool price_check"] * 2 + ["setup", "wrapup"]
+                                   + [f"turn {n}" for n in (1, 2, 3)])
 
 
 def test_the_plugin_is_found_through_its_entry_point():
@@ -173,5 +182,7 @@ def test_the_conversation_id_travels_from_the_recording_to_replays_and_exported_
     handle = configure("cafe-export", exporter=sink, replay=True, environ={})
     export_recording(path, handle.provider)
     handle.shutdown(2.0)
-    ids = {span.attributes.get("gen_ai.conversation.id") for span in sink.get_finished_spans()}
-    assert ids == {"shift-7f3a"}
+    genai = [s for s in sink.get_finished_spans()
+             if s.attributes.get("gen_ai.operation.name") in ("invoke_agent", "chat")]
+    assert len(genai) == 4
+    assert {span.attributes.get("gen_ai.conversation.id") for span in genai} == {"shift-7f3a"}

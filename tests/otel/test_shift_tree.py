@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 import cafe
+import cafe_otel
 from cafe_otel import SCHEMA_URL, OTelTracer
 
 from .conftest import seed_shift, span_tree
@@ -87,7 +89,9 @@ def test_timestamps_follow_the_cafe_clock_on_an_explicit_timeline(telemetry):
     assert root.start_time == ORIGIN  # the first tick is reading 0
     node = tracer.roots[0]
     assert root.end_time == ORIGIN + round(node.end * 1e9)
-    assert all(s.end_time >= s.start_time for s in spans.values())
+    # Every span, not only the root, sits where its cafe node does on that timeline.
+    expected = sorted((ORIGIN + round(n.start * 1e9), ORIGIN + round(n.end * 1e9)) for n in tracer.nodes())
+    assert sorted((s.start_time, s.end_time) for s in spans.values()) == expected
 
 
 def test_token_totals_equal_usage_of(telemetry):
@@ -169,3 +173,23 @@ def test_an_exception_sets_error_type_status_and_an_exception_event(telemetry):
         assert span.status.description is None
         assert span.attributes["error.type"] == "Boom"
         assert [(e.name, dict(e.attributes)) for e in span.events] == [("exception", {"exception.type": "Boom"})]
+
+
+def test_a_failing_span_listener_is_counted_in_the_account_and_the_shift_goes_on():
+    """The tracer isolates the span listener: a provider whose tracer raises costs spans,
+    counted as mirror errors (class name only), never the shift."""
+
+    class Broken(RuntimeError):
+        pass
+
+    class BrokenTracer(trace_api.NoOpTracer):
+        def start_span(self, *args, **kwargs):
+            raise Broken("the customer said: a latte")
+
+    account = cafe_otel.TelemetryAccount()
+    tracer = OTelTracer(BrokenTracer(), account=account)
+    run = seed_shift(tracer)
+    assert run.stop_reason == "answered"
+    assert len(tracer.nodes()) == 11  # the tree listener still heard everything
+    assert tracer.listener_failures == 11 == account.snapshot().mirror_errors
+    assert "latte" not in account.summary() and "Broken" in account.summary()

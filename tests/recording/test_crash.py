@@ -1,5 +1,5 @@
-"""Acceptance: a recorder killed with SIGKILL mid-shift leaves a file whose complete lines
-all load."""
+"""Acceptance: a recorder killed with SIGKILL mid-shift leaves `PATH.partial`, whose
+complete lines all load and replay, and leaves `PATH` as it was."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cafe.recording import TruncatedRecording, load_recording
+from cafe.recording import RecordingUnwritable, TruncatedRecording, load_recording
+from cafe.recording.writer import partial_path
+from tests.recording.helpers import run_cli, valid_bytes
 
 RECORDER = textwrap.dedent(
     """
@@ -28,15 +30,17 @@ RECORDER = textwrap.dedent(
             return super().chat(*args, **kwargs)
 
     script = ["What do you have?"] * 400
-    record_shift(SlowClient(), script, sys.argv[1], max_turns=10_000,
+    record_shift(SlowClient(), script, sys.argv[1], max_turns=10_000, mode=sys.argv[2],
                  responder=make_responder([("approve", None)]), seed=1)
     """
 )
 
 
-def _record_and_kill(path: Path, at_least_lines: int) -> None:
+def _record_and_kill(path: Path, at_least_lines: int, mode: str = "once") -> Path:
+    """Kill the recorder once `at_least_lines` lines are written; return where they are."""
+    partial = partial_path(path)
     process = subprocess.Popen(
-        [sys.executable, "-c", RECORDER, str(path)],
+        [sys.executable, "-c", RECORDER, str(path), mode],
         cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -44,7 +48,7 @@ def _record_and_kill(path: Path, at_least_lines: int) -> None:
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if path.exists() and path.read_bytes().count(b"\n") >= at_least_lines:
+            if partial.exists() and partial.read_bytes().count(b"\n") >= at_least_lines:
                 break
             if process.poll() is not None:
                 pytest.fail(f"the recorder exited early: {process.stderr.read().decode()[-500:]}")
@@ -59,11 +63,36 @@ def _record_and_kill(path: Path, at_least_lines: int) -> None:
             process.wait(timeout=10)
         process.stderr.close()
     assert process.returncode == -signal.SIGKILL
+    return partial
+
+
+def test_sigkill_under_mode_all_keeps_the_previous_recording_whole(tmp_path: Path):
+    path = tmp_path / "kept.jsonl"
+    path.write_bytes(valid_bytes(calls=2))
+    before = path.read_bytes()
+    partial = _record_and_kill(path, at_least_lines=4, mode="all")
+    assert path.read_bytes() == before and len(load_recording(path).calls) == 2
+    assert len(load_recording(partial, allow_truncated=True).calls) >= 3
+    # The next recording is refused until the partial is dealt with, and says how.
+    code, _, err = run_cli("shift", "--record", str(path), "--record-mode", "all", "--seed", "1")
+    assert code == RecordingUnwritable.exit_code and err.count("\n") == 1
+    assert f"cafe replay {partial} --allow-truncated" in err
+    assert path.read_bytes() == before
+    # Following the remedy works: the kept calls replay (up to the last complete one)...
+    code, out, err = run_cli("replay", str(partial), "--allow-truncated")
+    assert code == 0, err
+    assert "with 0 model calls" in out
+    # ...and once it is removed, recording works again.
+    partial.unlink()
+    code, _, err = run_cli("shift", "--record", str(path), "--record-mode", "all", "--seed", "1")
+    assert code == 0, err
+    assert load_recording(path).ending is not None and not partial.exists()
 
 
 def test_sigkill_mid_shift_leaves_complete_lines_that_load(tmp_path: Path):
-    path = tmp_path / "killed.jsonl"
-    _record_and_kill(path, at_least_lines=6)
+    target = tmp_path / "killed.jsonl"
+    path = _record_and_kill(target, at_least_lines=6)
+    assert not target.exists(), "only a finished recording is moved into place"
     assert path.stat().st_mode & 0o777 == 0o600
     data = path.read_bytes()
     complete = data.count(b"\n") - 1  # complete call lines after the header

@@ -143,14 +143,19 @@ def test_extra_patterns_come_from_the_environment(tmp_path: Path, monkeypatch):
     assert EXTRA_SECRET.encode() not in path.read_bytes()
 
 
-def test_a_pattern_that_would_break_the_json_fails_closed(tmp_path: Path):
-    from cafe.recording.errors import RecordingError
-
-    writer = RecordingWriter(tmp_path / "x.jsonl", Header(version=1), scrubber=Scrubber(extra_patterns=[r'"choices"']))
-    with pytest.raises(RecordingError, match="broke its JSON"):
-        writer.write_call({"messages": []}, {"model": "m", "choices": [{"message": {"role": "a"}}]}, None)
+def test_a_pattern_that_matches_json_syntax_cannot_break_the_line(tmp_path: Path):
+    # Patterns run inside string values only: JSON punctuation and keys are out of reach.
+    path = tmp_path / "x.jsonl"
+    writer = RecordingWriter(path, Header(version=1),
+                             scrubber=Scrubber(extra_patterns=[r'"choices"', r'[{}\[\]:,"]', r"\d+"]))
+    writer.write_call({"messages": [{"role": "user", "content": 'say "choices": [1, 2]'}]},
+                      {"model": "m", "choices": [{"message": {"role": "a"}}]}, Timing(12345, 678))
     writer.close()
-    assert (tmp_path / "x.jsonl").read_bytes().count(b"\n") == 1  # only the header
+    recording = load_recording(path)
+    call = recording.calls[0]
+    assert call.timing == Timing(12345, 678) and call.response["choices"][0]["message"]["role"] == "a"
+    assert call.request["messages"][0]["content"] == "say " + "[REDACTED]" * 2 + " " + "[REDACTED]" * 3 + " " \
+        + "[REDACTED]" * 2
 
 
 def test_lone_surrogates_and_unicode_are_written_as_valid_utf8(tmp_path: Path):
@@ -337,3 +342,4 @@ def test_a_scrubbed_shift_still_replays_with_a_matching_transcript(tmp_path: Pat
     code, out, err = run_cli("replay", str(path))
     assert code == 0, err
     assert "transcript matches" in out
+

@@ -80,6 +80,12 @@ def test_record_mode_none_without_a_recording_fails_clearly(pytester: pytest.Pyt
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no recording, and record mode 'none' forbids making one*"])
     assert not recording.exists()
+    # The remedy the message names, run as written, records; mode none then replays.
+    remedy = next(word.rstrip(")") for line in result.stdout.lines for word in line.split()
+                  if word.startswith("--cafe-record-mode="))
+    pytester.runpytest(remedy).assert_outcomes(passed=1)
+    assert recording.exists()
+    pytester.runpytest("--cafe-record-mode=none").assert_outcomes(passed=1)
 
 
 def test_record_mode_none_replays_an_existing_recording(pytester: pytest.Pytester, recording: Path):

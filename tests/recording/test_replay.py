@@ -119,7 +119,7 @@ def test_more_calls_than_recorded_is_exhaustion(recorded: Path, tmp_path: Path):
 
 def test_diff_treats_json_numbers_as_numbers():
     assert first_difference({"t": 0}, {"t": 0.0}) is None
-    assert first_difference({"t": 1}, {"t": True}) is not None
+    assert first_difference({"t": 1}, {"t": True}).path == "$.t"  # a boolean is no number
     assert first_difference({"n": 10**30}, {"n": 10**30 + 1}).recorded == "integer(31 digits)"
 
 
@@ -174,6 +174,17 @@ def test_cli_ignore_option(stamped: Path, tmp_path: Path):
     # The CLI replays a whole shift; here the declared path covers the tool_call_id.
     path = tmp_path / "shift.jsonl"
     record_shift(ScriptedClient(), SCRIPT, path, responder=make_responder([("approve", None)]))
+    # Give the recorded second request other tool_call_ids: only the declared path excuses it.
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    second = json.loads(lines[2])
+    changed = [m for m in second["request"]["messages"] if m.get("tool_call_id")]
+    assert changed
+    for message in changed:
+        message["tool_call_id"] = "recorded-elsewhere"
+    lines[2] = json.dumps(second) + "\n"
+    path.write_text("".join(lines), encoding="utf-8")
+    code, _, err = run_cli("replay", str(path))
+    assert code == ReplayMismatch.exit_code and "tool_call_id" in err
     code, _, err = run_cli("replay", str(path), "--ignore", "messages.*.tool_call_id")
     assert code == 0, err
 

@@ -1,0 +1,236 @@
+"""The shift's trace as typed events: what a `Tracer` hands to its listeners.
+
+Each span is a pair of events (`...Started`, `...Ended`) sharing a `span_id`; `parent_id`
+is the enclosing span's id (None at the root). `at` is the tracer clock's reading, in
+seconds. Two point events (`ConsentDecided`, `TicketFired`) belong to the span they
+happened in. Events are frozen values: a listener may keep them (a buffer, a replay) but
+must not change what they reference (a generation's messages and response are shared by
+every listener, not copied for each).
+
+A listener reads typed fields, never a string key another module wrote; a renamed field
+or enum member breaks a type check or an import, not silently an attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
+
+
+class NodeKind(StrEnum):
+    """What a span of the shift is. `SPAN` is a plain span opened with `Tracer.span`."""
+
+    SHIFT = "shift"
+    PHASE = "phase"
+    GENERATION = "generation"
+    TOOL = "tool"
+    SPAN = "span"
+
+
+class Phase(StrEnum):
+    SETUP = "setup"
+    TURN = "turn"
+    WRAPUP = "wrapup"
+
+
+def phase_name(phase: Phase, turn: int | None) -> str:
+    return f"turn {turn}" if phase is Phase.TURN else phase.value
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One model call as it was asked for. `messages` is a snapshot when the tracer keeps
+    inputs and empty when it does not (a metadata-only tracer copies nothing)."""
+
+    model: str
+    provider: str
+    messages: Sequence[Mapping[str, Any]] = ()
+    temperature: float | None = None
+    tools: Sequence[Mapping[str, Any]] | None = None
+    # Where the model was reached, when it was over the network (a live client).
+    server_address: str | None = None
+    server_port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationResult:
+    """What a chat-completions response says, read once; `response` is the response itself."""
+
+    response: Mapping[str, Any] = field(repr=False)
+    model: str | None
+    response_id: str | None
+    finish_reasons: tuple[str, ...]
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    tool_calls: tuple[str, ...]  # the requested tool names, as the model wrote them
+    output: str | None
+
+    @classmethod
+    def of(cls, response: Mapping[str, Any]) -> GenerationResult:
+        # On every model call's path: plain loops, no helper calls.
+        choices = response.get("choices") or ()
+        finish: list[str] = []
+        for choice in choices:
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                finish.append(str(reason))
+        message = (choices[0].get("message") if choices else None) or {}
+        calls = message.get("tool_calls")
+        usage = response.get("usage") or {}
+        prompt, completion, total = (usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                                     usage.get("total_tokens"))
+        model, response_id = response.get("model"), response.get("id")
+        return cls(
+            response,
+            model if isinstance(model, str) else None,
+            response_id if isinstance(response_id, str) else None,
+            tuple(finish),
+            prompt if type(prompt) is int else None,  # not bool, not a float that looks whole
+            completion if type(completion) is int else None,
+            total if type(total) is int else None,
+            tuple((call.get("function") or {}).get("name", "") for call in calls) if calls else (),
+            message.get("content"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    span_id: int
+    parent_id: int | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended(_Event):
+    # The exception that ended the span, if one did. Out of repr: its message may quote
+    # customer text. `error_type` (the class name) is what goes anywhere else.
+    error: BaseException | None = field(default=None, repr=False, compare=False, kw_only=True)
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class ShiftStarted(_Event):
+    agent: str
+    conversation_id: str | None
+    model: str | None
+    provider: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShiftEnded(_Ended):
+    # None when the shift raised before it could say (then `error` is set).
+    stop_reason: StopReason | None = None
+    turns: int | None = None
+    tickets: int | None = None
+    repairs: int | None = None  # invalid tool calls re-asked (the repair budget spent)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseStarted(_Event):
+    phase: Phase
+    turn: int | None = None
+
+    @property
+    def name(self) -> str:
+        return phase_name(self.phase, self.turn)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEnded(_Ended):
+    phase: Phase
+    turn: int | None = None
+    stop_reason: StopReason | None = None  # set on the turn that ended the shift
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationStarted(_Event):
+    name: str
+    request: GenerationRequest
+    # Extra annotations a caller gave `Tracer.generation(**attrs)`: for the in-memory tree
+    # only (rendered); no exporter reads them.
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationEnded(_Ended):
+    request: GenerationRequest
+    result: GenerationResult | None = None  # None when the call raised
+
+    @property
+    def response(self) -> Mapping[str, Any] | None:
+        return None if self.result is None else self.result.response
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted(_Event):
+    name: str  # as the model requested it: any string (map it to a safe label before export)
+    call_id: str
+    arguments: str | None = field(default=None, repr=False)  # content
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnded(_Ended):
+    name: str
+    call_id: str
+    status: ToolStatus | None = None
+    ticket_number: int | None = None
+    arguments: str | None = field(default=None, repr=False)  # content
+    result: str | None = field(default=None, repr=False)  # content: the text the model got back
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentDecided(_Event):
+    """One round at the consent gate, inside the `propose_order` tool span `span_id`."""
+
+    turn: int
+    round: int
+    outcome: ConsentOutcome
+    decision: ConsentDecision | None = None  # what the customer said; None for an answer of no known kind
+
+
+@dataclass(frozen=True, slots=True)
+class TicketFired(_Event):
+    """A ticket reached the kitchen, from the `fire_ticket` tool span `span_id`."""
+
+    number: int
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpanStarted(_Event):
+    """A plain span (`Tracer.span`): a name, a kind and free annotations for the tree."""
+
+    name: str
+    kind: str
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEnded(_Ended):
+    name: str
+    kind: str
+    attrs: Mapping[str, Any] = field(default_factory=dict)  # what `.set()` added
+
+
+TraceEvent = (
+    ShiftStarted | ShiftEnded | PhaseStarted | PhaseEnded | GenerationStarted | GenerationEnded
+    | ToolStarted | ToolEnded | ConsentDecided | TicketFired | SpanStarted | SpanEnded
+)
+STARTED = (ShiftStarted, PhaseStarted, GenerationStarted, ToolStarted, SpanStarted)
+ENDED = (ShiftEnded, PhaseEnded, GenerationEnded, ToolEnded, SpanEnded)
+
+
+@runtime_checkable
+class TraceListener(Protocol):
+    """Anything that hears a tracer's events. It should not raise; when it does, the
+    tracer counts the failure and the shift goes on."""
+
+    def on_event(self, event: TraceEvent) -> None: ...

@@ -1,0 +1,242 @@
+"""`cafe demo`: one shift at the café counter, offline, and the three things it leaves behind.
+
+The story is played by `cafe.clients.story.StoryClient` (deterministic, no network): a
+customer with an egg allergy asks about a dish, orders for a table, approves the proposal;
+the ticket fires once and the model's retry is refused as a duplicate. Then: the private
+recording (where, what it holds), the span tree with its real durations, what leaves the
+process as OpenTelemetry (metadata-only spans and metrics, searched for every customer line
+as OTLP bytes), and the same shift replayed from the recording with zero model calls.
+
+Nothing is sent anywhere: spans and metrics go to in-memory exporters. The recording is
+written in a temporary directory removed at the end, or under `--keep DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cafe.clients.story import StoryClient
+from cafe.consent import make_responder
+from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
+from cafe.handover import handover_note
+from cafe.loop import ShiftRun
+from cafe.recording.reader import load_recording
+from cafe.recording.shift import record_shift, replay_shift
+from cafe.recording.timeline import Timeline
+from cafe.trace.tracer import Tracer
+from cafe.transcript import transcript
+from cafe_otel.configure import configure
+from cafe_otel.otlp import encode
+
+DEMO_SEED = 7
+CONVERSATION_ID = "demo-shift-1"
+
+
+class _KeptMetrics(MetricExporter):
+    """The metrics the process would send, kept in memory (the demo sends nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: MetricsData | None = None
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> MetricExportResult:
+        self.last = metrics_data
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        return None
+
+
+def _results(run: ShiftRun) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for message in run.messages:
+        if message.get("role") == "tool":
+            try:
+                found[str(message.get("tool_call_id"))] = json.loads(str(message.get("content")))
+            except ValueError:
+                found[str(message.get("tool_call_id"))] = {}
+    return found
+
+
+def _tool_line(name: str, arguments: dict[str, Any], result: dict[str, Any], retry: bool) -> str:
+    if name == "check_allergens":
+        allergen = result.get("allergen")
+        verdict = f"contains {allergen}" if result.get("contains") else f"no {allergen}"
+        listed = ", ".join(result.get("allergens") or []) or "none"
+        return f"  checks allergens: {arguments.get('item')} -> {verdict} (menu: {listed})"
+    if name == "price_check":
+        return f"  checks the price: {arguments.get('item')} -> EUR {result.get('price_eur', 0):.2f}"
+    if name == "propose_order":
+        ticket = result.get("ticket") or {}
+        shown = ", ".join(arguments.get("items") or [])
+        decision = result.get("status")
+        approval = f" (approval {result.get('approval_id')})" if decision == "approved" else ""
+        tail = f" -> customer {decision}{approval}"
+        checked = ", allergens checked" if ticket.get("allergen_checked") else ""
+        total = f"EUR {ticket.get('total_eur', 0):.2f}"
+        return f"  proposes: table {arguments.get('table')}: {shown}, {total}{checked}{tail}"
+    if name == "fire_ticket":
+        again = " again (a retry)" if retry else ""
+        if result.get("status") == "fired":
+            return f"  fires the ticket{again} -> ticket {result.get('ticket_number')} sent to the kitchen"
+        return f"  fires the ticket{again} -> REFUSED ({result.get('status')}): the executor consumed the approval once"
+    return f"  {name}({json.dumps(arguments, sort_keys=True)})"
+
+
+def _story(run: ShiftRun) -> list[str]:
+    lines: list[str] = []
+    results = _results(run)
+    fires = 0
+    for message in run.messages:
+        role = message.get("role")
+        if role == "user":
+            lines.append(f"customer: {message.get('content')}")
+        elif role == "assistant":
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                if function.get("name") == "fire_ticket":
+                    fires += 1
+                lines.append(_tool_line(str(function.get("name")), arguments, results.get(str(call.get("id")), {}),
+                                        retry=function.get("name") == "fire_ticket" and fires > 1))
+            if message.get("content"):
+                lines.append(f"agent: {message.get('content')}")
+    return lines
+
+
+def _span_lines(spans: Sequence[ReadableSpan]) -> list[str]:
+    ordered = sorted(spans, key=lambda span: span.start_time or 0)
+    names = Counter(span.name for span in ordered)
+    lines = [f"{len(spans)} spans: " + ", ".join(f"{count} x {name}" if count > 1 else name
+                                                 for name, count in names.items())]
+    sample = next((span for span in ordered if span.name.startswith("chat ")), None)
+    if sample is not None:
+        shown = ", ".join(f"{key}={value!s}" for key, value in sorted((sample.attributes or {}).items()))
+        lines.append(f"the first chat span's attributes, all of them: {shown}")
+    statuses = Counter(
+        f"{(span.attributes or {}).get('gen_ai.tool.name')}={(span.attributes or {}).get('cafe.tool.status')}"
+        for span in ordered if span.name.startswith("execute_tool"))
+    lines.append("tool spans: " + ", ".join(f"{label} x{n}" if n > 1 else label for label, n in statuses.items()))
+    return lines
+
+
+def _metric_lines(data: MetricsData | None) -> list[str]:
+    if data is None:
+        return ["(no metrics)"]
+    lines = []
+    for resource_metrics in data.resource_metrics:
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                for point in metric.data.data_points:
+                    attributes = dict(point.attributes or {})
+                    label = ",".join(f"{v}" for k, v in sorted(attributes.items())
+                                     if k in ("gen_ai.token.type", "cafe.stop_reason", "gen_ai.tool.name",
+                                              "cafe.tool.status", "cafe.consent.outcome"))
+                    if isinstance(point, HistogramDataPoint):
+                        value = f"sum {point.sum:g} over {point.count}"
+                    else:
+                        value = f"{getattr(point, 'value', '?')}"
+                    lines.append(f"{metric.name}{{{label}}} {value} {metric.unit or ''}".rstrip())
+    return lines
+
+
+def _customer_text(run: ShiftRun) -> list[str]:
+    """Every string the customer said, and the words in them long enough to be telling."""
+    said = [str(m.get("content")) for m in run.messages if m.get("role") == "user"]
+    words = {w.strip("?!.,'") for line in said for w in line.split() if len(w.strip("?!.,'")) >= 6}
+    return said + sorted(words)
+
+
+def run_demo(out: TextIO, keep: Path | None = None) -> int:
+    directory = keep if keep is not None else Path(tempfile.mkdtemp(prefix="cafe-demo-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "shift.jsonl"
+    try:
+        return _demo(out, path, kept=keep is not None)
+    finally:
+        if keep is None:
+            for leftover in directory.glob("*"):
+                leftover.unlink()
+            directory.rmdir()
+
+
+def _demo(out: TextIO, path: Path, *, kept: bool) -> int:
+    spans_out, metrics_out = InMemorySpanExporter(), _KeptMetrics()
+    handle = configure("cafe-demo", exporter=spans_out, metric_exporter=metrics_out, environ={})
+    timeline = Timeline()
+    tracer = handle.tracer(timeline, origin_unix_nano=timeline.origin_unix_nano)
+    model = StoryClient()
+    run, _ = record_shift(model, list(STORY_SCRIPT), path, responder=make_responder(STORY_DECISIONS), tracer=tracer,
+                          decisions=list(STORY_DECISIONS), seed=DEMO_SEED, timeline=timeline,
+                          conversation_id=CONVERSATION_ID)
+    handle.shutdown(2.0)
+    calls_live = model.calls
+
+    out.write("cafe demo: one shift at the café counter, offline (a scripted model), and what it leaves behind.\n\n")
+    out.write("== the shift ==\n" + "\n".join(_story(run)) + "\n")
+    fired = [a for a in run.fires if a.status == "fired"]
+    refused = [a for a in run.fires if a.status != "fired"]
+    out.write(f"shift ended: {run.stop_reason} after {run.turns_used} turns; tickets fired: {len(fired)}; "
+              f"fires refused: {len(refused)}"
+              + (f" ({refused[0].status} of the fire at turn {refused[0].duplicate_of_turn})" if refused else "")
+              + "\n\n")
+    note = handover_note(run, clock=lambda: timeline.origin_unix_nano / 1e9, rng=random.Random(DEMO_SEED))
+    out.write("== handover note ==\n" + note + "\n\n")
+
+    recording = load_recording(path)
+    size = path.stat().st_size
+    mode = path.stat().st_mode & 0o777
+    where = str(path) if kept else f"{path} (in a temporary directory removed at the end; keep it with --keep DIR)"
+    out.write("== 1. the private recording (what CI replays) ==\n")
+    out.write(f"{where}\nmode {mode:04o}, {len(recording.calls) + 2} lines (header, {len(recording.calls)} model "
+              f"calls with request, response and timing, end line), {size:,} bytes: the whole conversation, "
+              "kept private and never exported\n")
+    if kept:
+        out.write(f"look at it: cafe view {path} -o {path.with_suffix('.html')}\n")
+    out.write("\n== 2. the span tree, in memory ==\n" + tracer.render() + "\n\n")
+
+    spans = spans_out.get_finished_spans()
+    out.write("== 3. what leaves the process: OpenTelemetry, metadata only ==\n")
+    out.write("\n".join(_span_lines(spans)) + "\nmetrics:\n  " + "\n  ".join(_metric_lines(metrics_out.last)) + "\n")
+    exported = encode(spans) + (encode_metrics(metrics_out.last).SerializeToString() if metrics_out.last else b"")
+    searched = _customer_text(run)
+    leaked = [text for text in searched if text.encode() in exported]
+    out.write(f"customer text in the telemetry: {'none' if not leaked else len(leaked)} (each customer line "
+              f"and its longer words, {len(searched)} strings, searched for in {len(exported):,} bytes of OTLP)\n")
+    out.write(f"account: {handle.account.summary()}\n\n")
+
+    replayed, _ = replay_shift(path, tracer=Tracer())
+    same = transcript(replayed) == transcript(run)
+    out.write("== 4. the replay ==\n")
+    out.write(f"replayed {replayed.model_calls} calls from the recording with {model.calls - calls_live} model calls; "
+              f"transcript identical: {'yes' if same else 'NO'}; stop reason {replayed.stop_reason}\n")
+    return 0 if same and not leaked else 1
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("demo", help="one offline shift: the story, its recording, spans, telemetry, replay")
+    parser.add_argument("--keep", metavar="DIR", type=Path,
+                        help="keep the recording in DIR (default: a temporary directory, removed at the end)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    return run_demo(out, args.keep)

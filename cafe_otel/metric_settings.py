@@ -1,0 +1,109 @@
+"""Settings of the metrics signal: explicit arguments beat `OTEL_*` variables, which beat defaults.
+
+- `OTEL_METRICS_EXPORTER`: `otlp` (default) or `none` (no MeterProvider at all). The
+  specification's other values (`console`, `prometheus`) are not offered here: an unknown
+  value is a configuration error, never a silent no-op.
+- `OTEL_METRIC_EXPORT_INTERVAL` (ms, default 60000): how often the periodic reader
+  exports; a shift shorter than that exports its metrics once, at shutdown.
+- `OTEL_METRIC_EXPORT_TIMEOUT` (ms): one metric export's bound; default the traces' timeout.
+- Endpoint: `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` (a full URL, used as is), else the base the
+  traces use (an explicit endpoint argument or `OTEL_EXPORTER_OTLP_ENDPOINT`), to which OTLP/HTTP
+  appends `/v1/metrics`. Protocol, headers and compression are the traces' unless
+  `OTEL_EXPORTER_OTLP_METRICS_HEADERS` is set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from cafe_otel.settings import (
+    HTTP,
+    HTTP_TRACES_PATH,
+    Settings,
+    TelemetryConfigError,
+    check_endpoint,
+    display_endpoint,
+    millis_in_range,
+    parse_key_values,
+    seconds_in_range,
+)
+
+OTLP, NONE = "otlp", "none"
+HTTP_METRICS_PATH = "/v1/metrics"
+DEFAULT_EXPORT_INTERVAL = 60.0  # seconds: the specification's 60000 ms
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    endpoint: str
+    headers: dict[str, str]
+    export_interval: float  # seconds
+    export_timeout: float  # seconds
+
+    def __repr__(self) -> str:
+        return (f"MetricSettings(endpoint={display_endpoint(self.endpoint)!r}, headers={sorted(self.headers)!r}, "
+                f"export_interval={self.export_interval}, export_timeout={self.export_timeout})")
+
+
+def metrics_wanted(explicit: bool | None, environ: Mapping[str, str] | None = None) -> bool:
+    """`explicit` wins; else `OTEL_METRICS_EXPORTER` (`otlp` by default, or `none`)."""
+    if explicit is not None:
+        return explicit
+    env = os.environ if environ is None else environ
+    raw = env.get("OTEL_METRICS_EXPORTER", "").strip().lower()
+    if raw in ("", OTLP):
+        return True
+    if raw == NONE:
+        return False
+    raise TelemetryConfigError(f"OTEL_METRICS_EXPORTER: {raw[:20]!r} is not otlp or none")
+
+
+def _millis(env: Mapping[str, str], variable: str) -> float | None:
+    raw = env.get(variable, "").strip()
+    if not raw:
+        return None
+    return millis_in_range(raw, variable)
+
+
+def _metrics_endpoint(traces: Settings, explicit_endpoint: str | None, env: Mapping[str, str]) -> str:
+    signal = env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
+    if explicit_endpoint is None and signal:
+        return check_endpoint(signal, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    url = traces.endpoint
+    if traces.protocol != HTTP:
+        return url
+    path = urlsplit(url).path
+    if path.endswith(HTTP_TRACES_PATH):  # the traces' base with their path appended
+        return url[: len(url) - len(HTTP_TRACES_PATH)] + HTTP_METRICS_PATH
+    if path in ("", "/"):
+        return url.rstrip("/") + HTTP_METRICS_PATH
+    return url  # an explicit path of the user's own: both signals go there
+
+
+def resolve_metric_settings(
+    traces: Settings,
+    *,
+    endpoint: str | None = None,
+    export_interval: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> MetricSettings:
+    """`traces` is the resolved span settings (protocol, headers and base endpoint are shared);
+    `endpoint` the explicit endpoint argument `configure` was given, if any."""
+    env = os.environ if environ is None else environ
+    if export_interval is not None:
+        interval = seconds_in_range(export_interval, "metric export_interval argument")
+    else:
+        interval = _millis(env, "OTEL_METRIC_EXPORT_INTERVAL") or DEFAULT_EXPORT_INTERVAL
+    timeout = _millis(env, "OTEL_METRIC_EXPORT_TIMEOUT") or traces.export_timeout
+    raw_headers = env.get("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "").strip()
+    headers = (parse_key_values(raw_headers, "OTEL_EXPORTER_OTLP_METRICS_HEADERS") if raw_headers
+               else dict(traces.headers))
+    return MetricSettings(
+        endpoint=_metrics_endpoint(traces, endpoint, env),
+        headers=headers,
+        export_interval=interval,
+        export_timeout=timeout,
+    )

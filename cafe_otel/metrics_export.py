@@ -1,0 +1,162 @@
+"""The metrics pipeline: a MeterProvider whose exports go through cafe's fail-soft boundary.
+
+`FailSoftMetricExporter` wraps the OTLP metric exporter behind the SDK's `MetricExporter`
+interface: an export never raises and never outlasts its bound, and every data point handed
+to it is settled in the account as exported or dropped with a cause (`timeout`, `busy`,
+`failure`, the exception's class name), under the SDK's own self-observability name
+`otel.sdk.exporter.metric_data_point.exported`. A periodic reader exports every
+`export_interval`; at shutdown the handle gives the exporter a deadline, so the final
+export (a shift shorter than the interval has only that one) is bounded like the spans'.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from urllib.parse import urlsplit
+
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+
+from cafe.trace.failsoft import FailSoft
+from cafe_otel.account import TelemetryAccount
+from cafe_otel.failsoft import GRACE_SECONDS
+from cafe_otel.metric_settings import MetricSettings
+from cafe_otel.settings import GRPC, Settings, display_endpoint
+
+
+def count_points(data: MetricsData) -> int:
+    return sum(
+        len(metric.data.data_points)
+        for resource_metrics in data.resource_metrics
+        for scope_metrics in resource_metrics.scope_metrics
+        for metric in scope_metrics.metrics
+    )
+
+
+class FailSoftMetricExporter(MetricExporter):
+    def __init__(self, inner: MetricExporter, *, account: TelemetryAccount, export_timeout: float,
+                 target: str = "metrics exporter") -> None:
+        super().__init__(preferred_temporality=inner._preferred_temporality,
+                         preferred_aggregation=inner._preferred_aggregation)
+        self.inner = inner
+        self.account = account
+        self.export_timeout = export_timeout
+        self._target = target
+        self._exports = FailSoft(export_timeout + GRACE_SECONDS, name="cafe-otel-metrics-export")
+        self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-metrics-control")
+        self._deadline: float | None = None  # time.monotonic() by which everything must be done
+        self._settled = threading.Condition()
+        self._in_flight = 0
+
+    def close_by(self, deadline: float) -> None:
+        """From now on no call outlasts `deadline` (a `time.monotonic()` reading)."""
+        self._deadline = deadline
+
+    def wait_settled(self, timeout: float) -> bool:
+        """Wait until no export is in flight (its points are in the account), at most `timeout` s."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._in_flight == 0, timeout=max(timeout, 0.0))
+
+    def _bound(self, wanted: float) -> float:
+        if self._deadline is None:
+            return wanted
+        return max(min(wanted, self._deadline - time.monotonic()), 0.0)
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object) -> MetricExportResult:
+        points = count_points(metrics_data)
+        if points == 0:
+            return MetricExportResult.SUCCESS
+        with self._settled:
+            self._in_flight += 1
+        try:
+            return self._export(metrics_data, points, timeout_millis)
+        finally:
+            with self._settled:
+                self._in_flight -= 1
+                self._settled.notify_all()
+
+    def _export(self, metrics_data: MetricsData, points: int, timeout_millis: float) -> MetricExportResult:
+        wanted = min(self.export_timeout, timeout_millis / 1000)
+        # Before shutdown the inner exporter gets a little grace to answer in time (as the
+        # spans' exporter does); under a deadline, the deadline is the bound for both.
+        inner_bound, wait = ((wanted, wanted + GRACE_SECONDS) if self._deadline is None
+                             else (self._bound(wanted), self._bound(wanted)))
+        outcome = self._exports.call(
+            lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000), timeout=wait)
+        if outcome.ok and outcome.value is MetricExportResult.SUCCESS:
+            self.account.add_metric_points_exported(points)
+            return MetricExportResult.SUCCESS
+        cause = outcome.error_type or "failure"
+        self.account.add_metric_points_dropped(
+            points, f"metrics export to {self._target}: {outcome.why or 'the exporter returned FAILURE'}", cause)
+        return MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        outcome = self._control.call(lambda: self.inner.force_flush(timeout_millis),
+                                     timeout=self._bound(timeout_millis / 1000))
+        return outcome.ok and outcome.value is not False
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        self._control.call(lambda: self.inner.shutdown(timeout_millis=timeout_millis),
+                           timeout=self._bound(min(timeout_millis / 1000, self.export_timeout)))
+
+
+def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettings,
+                               headers: dict[str, str]) -> MetricExporter:
+    # Every argument is passed explicitly: the exporters read os.environ for any left None.
+    if settings.protocol == GRPC:
+        from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter(
+            endpoint=metric_settings.endpoint,
+            insecure=urlsplit(metric_settings.endpoint).scheme != "https",
+            headers=headers or None,
+            timeout=metric_settings.export_timeout,
+            compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
+        )
+    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
+
+    return HttpMetricExporter(
+        endpoint=metric_settings.endpoint,
+        headers=headers,
+        timeout=metric_settings.export_timeout,
+        compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
+    )
+
+
+def build_meter_provider(
+    settings: Settings,
+    metric_settings: MetricSettings,
+    *,
+    resource: Resource,
+    account: TelemetryAccount,
+    inner: MetricExporter,
+    explicit_exporter: bool,
+) -> tuple[MeterProvider, FailSoftMetricExporter]:
+    target = (f"{settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
+              else type(inner).__name__)
+    exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
+                                      target=target)
+    reader = PeriodicExportingMetricReader(
+        exporter,
+        export_interval_millis=metric_settings.export_interval * 1000,
+        export_timeout_millis=metric_settings.export_timeout * 1000,
+    )
+    provider = MeterProvider(
+        metric_readers=[reader],
+        resource=resource,
+        # Explicit, so os.environ is not read for it; and an exemplar would tie a metric point
+        # to a trace id, which is not metadata a metric needs (and costs a context read a record).
+        exemplar_filter=AlwaysOffExemplarFilter(),
+        shutdown_on_exit=True,
+    )
+    return provider, exporter

@@ -1,0 +1,190 @@
+"""`SpanListener`: one OpenTelemetry span per pair of cafe trace events, made directly.
+
+No second tree: the listener keeps only the spans still open (with the shift's
+conversation id and the turn they inherit), starts each as a child of its parent's OTel
+span and, live, attaches it as the current context so a third-party instrumented call made
+inside a generation nests under the `chat` span. Every attribute comes from
+`cafe_otel.mapping`, the one mapping shared by a live shift, a replay and `cafe export`.
+
+Times: the SDK's wall clock by default; with `origin_unix_nano`, the origin plus the
+event's clock reading (a `TickClock` replay gets the same timestamps every time); or an
+explicit `timestamps` function (`cafe export` puts events on a recording's timeline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from cafe.trace.events import (
+    GenerationEnded,
+    GenerationStarted,
+    PhaseEnded,
+    PhaseStarted,
+    ShiftEnded,
+    ShiftStarted,
+    SpanEnded,
+    SpanStarted,
+    ToolEnded,
+    ToolStarted,
+    TraceEvent,
+)
+from cafe_otel import mapping
+from cafe_otel import semconv as sc
+from cafe_otel.content import CaptureMode
+from cafe_otel.scope import otel_tracer_of
+
+Timestamps = Callable[[TraceEvent], int | None]
+
+
+@dataclass(slots=True)
+class _Open:
+    span: Span
+    token: Any  # the context token to detach at the end (None when not attached)
+    conversation_id: str | None
+    turn: int | None
+
+
+class SpanListener:
+    def __init__(
+        self,
+        provider: trace.TracerProvider | trace.Tracer,
+        *,
+        capture: CaptureMode = CaptureMode.NO_CONTENT,
+        origin_unix_nano: int | None = None,
+        timestamps: Timestamps | None = None,
+        attach_context: bool = True,
+    ) -> None:
+        self._otel = otel_tracer_of(provider)
+        self._capture = capture
+        # Read once: the mode's properties would be evaluated on every span's end otherwise.
+        self._content, self._on_span, self._on_event = capture.enabled, capture.on_span, capture.on_event
+        self._origin = origin_unix_nano
+        self._timestamps = timestamps
+        self._attach = attach_context
+        self._open: dict[int, _Open] = {}
+        self.spans_started = 0
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ShiftStarted: self._shift_started, ShiftEnded: self._shift_ended,
+            PhaseStarted: self._phase_started, PhaseEnded: self._phase_ended,
+            GenerationStarted: self._generation_started, GenerationEnded: self._generation_ended,
+            ToolStarted: self._tool_started, ToolEnded: self._tool_ended,
+            SpanStarted: self._span_started, SpanEnded: self._span_ended,
+        }
+
+    @property
+    def capture(self) -> CaptureMode:
+        return self._capture
+
+    def on_event(self, event: TraceEvent) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:  # consent decisions and tickets are for the metrics listener
+            handler(event)
+
+    def _ns(self, event: TraceEvent) -> int | None:
+        if self._timestamps is not None:
+            return self._timestamps(event)
+        if self._origin is None:
+            return None
+        return self._origin + round(event.at * 1_000_000_000)
+
+    # --- opening and closing ------------------------------------------------------------
+    def _start(self, event: Any, name: str, kind: SpanKind, attributes: dict[str, Any],
+               conversation_id: str | None, turn: int | None) -> None:
+        parent = self._open.get(event.parent_id) if event.parent_id is not None else None
+        span = self._otel.start_span(
+            name,
+            # A root follows the current context: a shift run inside a caller's span nests there.
+            context=trace.set_span_in_context(parent.span) if parent is not None else None,
+            kind=kind,
+            attributes=attributes,
+            start_time=self._ns(event),
+        )
+        self.spans_started += 1
+        token = otel_context.attach(trace.set_span_in_context(span)) if self._attach else None
+        self._open[event.span_id] = _Open(span, token, conversation_id, turn)
+
+    def _inherited(self, event: Any) -> tuple[str | None, int | None]:
+        parent = self._open.get(event.parent_id) if event.parent_id is not None else None
+        return (parent.conversation_id, parent.turn) if parent is not None else (None, None)
+
+    def _end(self, event: Any, attributes: dict[str, Any], error_type: str | None,
+             content: Callable[[Any], dict[str, Any]] | None = None, content_event: bool = False) -> None:
+        record = self._open.pop(event.span_id, None)
+        if record is None:  # its start failed (counted then): nothing to end
+            return
+        if record.token is not None:
+            otel_context.detach(record.token)
+        span = record.span
+        end = self._ns(event)
+        span.set_attributes(attributes)
+        if content is not None and self._content:
+            found = content(event)
+            if found:
+                if self._on_span:
+                    span.set_attributes(found)
+                if content_event and self._on_event:
+                    span.add_event(sc.CONTENT_EVENT_NAME, found, timestamp=end)
+        if error_type:
+            # No description: it would be free text; error.type says what failed.
+            span.set_status(Status(StatusCode.ERROR))
+        if event.error is not None:
+            self._record_exception(span, event.error, end)
+        span.end(end_time=end)
+
+    def _record_exception(self, span: Span, error: BaseException, at_ns: int | None) -> None:
+        # The event sits at the span's end: on a deterministic timeline it must not read
+        # the wall clock either.
+        if self._content:
+            span.record_exception(error, timestamp=at_ns)
+        else:
+            # The message and stack trace may quote customer text: the type only.
+            span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: type(error).__name__},
+                           timestamp=at_ns)
+
+    # --- per event ----------------------------------------------------------------------
+    def _shift_started(self, event: ShiftStarted) -> None:
+        self._start(event, mapping.shift_name(event), SpanKind.INTERNAL, mapping.shift_start(event),
+                    event.conversation_id, None)
+
+    def _shift_ended(self, event: ShiftEnded) -> None:
+        self._end(event, mapping.shift_end(event), event.error_type)
+
+    def _phase_started(self, event: PhaseStarted) -> None:
+        conversation_id, turn = self._inherited(event)
+        self._start(event, event.name, SpanKind.INTERNAL, mapping.phase_start(event),
+                    conversation_id, event.turn if event.turn is not None else turn)
+
+    def _phase_ended(self, event: PhaseEnded) -> None:
+        self._end(event, mapping.phase_end(event), event.error_type)
+
+    def _generation_started(self, event: GenerationStarted) -> None:
+        conversation_id, turn = self._inherited(event)
+        # The model is reached over the network (or stands in for something that is): CLIENT.
+        self._start(event, mapping.generation_name(event), SpanKind.CLIENT,
+                    mapping.generation_start(event, conversation_id, turn), conversation_id, turn)
+
+    def _generation_ended(self, event: GenerationEnded) -> None:
+        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content,
+                  content_event=True)
+
+    def _tool_started(self, event: ToolStarted) -> None:
+        conversation_id, turn = self._inherited(event)
+        self._start(event, mapping.tool_name(event), SpanKind.INTERNAL, mapping.tool_start(event, turn),
+                    conversation_id, turn)
+
+    def _tool_ended(self, event: ToolEnded) -> None:
+        self._end(event, mapping.tool_end(event), mapping.tool_error_type(event), mapping.tool_content)
+
+    def _span_started(self, event: SpanStarted) -> None:
+        # A plain span's annotations are free-form, for the in-memory tree: none go out.
+        conversation_id, turn = self._inherited(event)
+        self._start(event, event.name, SpanKind.INTERNAL, {}, conversation_id, turn)
+
+    def _span_ended(self, event: SpanEnded) -> None:
+        self._end(event, mapping.error_attributes(event.error_type), event.error_type)

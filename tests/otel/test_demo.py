@@ -1,0 +1,71 @@
+"""`make demo` (`cafe demo`): the story's facts, checked in what it prints."""
+
+from __future__ import annotations
+
+import io
+import stat
+
+from cafe.cli import main
+from cafe.demo import STORY_SCRIPT
+from cafe.recording import load_recording
+from cafe_otel.cli_plugin import plugin
+
+
+def _demo(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["demo", *argv], environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _section(text: str, start: str, end: str | None) -> str:
+    body = text.split(start, 1)[1]
+    return body.split(end, 1)[0] if end else body
+
+
+def test_the_demo_tells_the_story_and_proves_its_claims(tmp_path):
+    code, out, err = _demo("--keep", str(tmp_path))
+    assert code == 0 and err == ""
+    story = _section(out, "== the shift ==", "== handover note ==")
+    assert story.count("sent to the kitchen") == 1  # the ticket fires exactly once
+    assert "fires the ticket again (a retry) -> REFUSED (duplicate)" in story
+    assert "checks allergens: tomato toast -> no egg" in story and "customer approved (approval A1)" in story
+    note = _section(out, "== handover note ==", "== 1.")
+    assert "ticket 1 (turn 5, approval A1): table 4, 2 item(s), EUR 4.00" in note
+
+    recording = tmp_path / "shift.jsonl"
+    assert stat.S_IMODE(recording.stat().st_mode) == 0o600
+    assert len(load_recording(recording).calls) == 6
+    assert f"cafe view {recording} -o" in out
+
+    tree = _section(out, "== 2. the span tree", "== 3.")
+    assert "0.000s" not in tree and "µs" in tree  # real, non-zero durations
+
+    telemetry = _section(out, "== 3. what leaves the process", "== 4.")
+    assert "customer text in the telemetry: none" in telemetry
+    for line in STORY_SCRIPT:
+        assert line not in telemetry
+    for word in ("allergic", "Lovely", "tomato toast", "table 4"):
+        assert word not in telemetry
+    assert "gen_ai.client.token.usage{input} sum 740 over 6" in telemetry
+    assert "cafe.tickets.fired{} 1" in telemetry and "cafe.shifts{consent_violation} 1" in telemetry
+    assert "0 dropped; 11 metric points exported, 0 dropped" in telemetry
+
+    replay = _section(out, "== 4. the replay ==", None)
+    assert "replayed 6 calls from the recording with 0 model calls; transcript identical: yes" in replay
+
+
+def test_without_keep_the_demo_leaves_nothing_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    code, out, _ = _demo()
+    assert code == 0 and "keep it with --keep DIR" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_keep_never_overwrites_an_earlier_demo(tmp_path):
+    assert _demo("--keep", str(tmp_path))[0] == 0
+    before = (tmp_path / "shift.jsonl").read_bytes()
+    code, _, err = _demo("--keep", str(tmp_path))
+    assert code == 36 and err.count("\n") == 1 and "exists" in err
+    assert (tmp_path / "shift.jsonl").read_bytes() == before

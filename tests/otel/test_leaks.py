@@ -1,0 +1,302 @@
+"""Acceptance (issue 11, "Leaks"): a canary in every field a third-party span or a server
+reply can carry never leaves: not through the in-memory exporter, not in the OTLP bytes.
+Legitimate metadata still passes unchanged."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, TraceState
+
+import cafe
+from cafe.clients import LiveClient, LiveSettings, Secret
+from cafe_otel import MetadataOnlySpanProcessor, TelemetryAccount, configure, encode
+from cafe_otel.metadata_processor import HASH_MARKER, sanitise_span
+from cafe_otel.semconv import GEN_AI_OUTPUT_MESSAGES, METADATA_ALLOWLIST
+from cafe_otel.shapes import REDACTED_NAME, SHAPES
+
+from .conftest import SEED_DECISIONS
+from .echo_server import echo_server, planted_reply
+from .metadata_examples import LEGIT, MARK, METADATA_KEYS, canary_value, free_text
+
+KEY = "live-echo-5e4d3c2b1a0f9e8d"  # fits no scrub pattern: only the client's secrets() name it
+ID_KEYS = sorted(key for key, shape in SHAPES.items() if shape.on_mismatch == "hash")
+
+
+def _pipeline(**options):
+    sink = InMemorySpanExporter()
+    account = TelemetryAccount()
+    provider = TracerProvider(resource=Resource({"service.name": "leaks"}))
+    provider.add_span_processor(MetadataOnlySpanProcessor(SimpleSpanProcessor(sink), account=account, **options))
+    return provider, sink, account
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    provider, sink, account = _pipeline()
+    yield provider, sink, account
+    provider.shutdown()
+
+
+def _remote_parent(trace_state: TraceState):
+    context = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1), trace_state=trace_state)
+    return trace.set_span_in_context(NonRecordingSpan(context))
+
+
+planted = st.fixed_dictionaries({key: canary_value(key) for key in METADATA_KEYS})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    span_values=planted,
+    event_values=planted,
+    link_values=planted,
+    span_name=free_text(),
+    event_name=free_text(),
+    description=free_text(),
+    scope_name=free_text(),
+    vendor_state=free_text(st.text(alphabet="abcxyz019 ", max_size=8)).map(lambda t: t.replace(",", ";").strip()),
+)
+def test_a_canary_in_every_field_of_a_third_party_span_never_leaves(
+    pipeline, span_values, event_values, link_values, span_name, event_name, description, scope_name, vendor_state
+):
+    provider, sink, account = pipeline
+    sink.clear()
+    before = account.withheld
+    state = TraceState([("vendor", vendor_state.replace("=", ":")), ("ot", f"th:{MARK}")])
+    tracer = provider.get_tracer(scope_name, f"1.0 {MARK}", attributes=dict(span_values))
+    with tracer.start_as_current_span("parent", context=_remote_parent(state)) as parent:
+        link = Link(parent.get_span_context(), dict(link_values))
+        with tracer.start_as_current_span(span_name, links=[link], attributes=dict(span_values)) as span:
+            span.add_event(event_name, dict(event_values))
+            span.add_event("exception", {"exception.type": "ValueError", "exception.message": description})
+            span.set_status(Status(StatusCode.ERROR, description))
+    spans = sink.get_finished_spans()
+    assert len(spans) == 2
+    data = encode(spans)
+    assert MARK.encode() not in data
+    assert MARK not in repr([(s.to_json(), s.instrumentation_scope) for s in spans])
+    assert all(not s.context.trace_state for s in spans)  # a parent's trace state is not handed on
+    child = next(s for s in spans if s.name != "parent")
+    assert child.name == REDACTED_NAME
+    assert (child.instrumentation_scope.name, child.instrumentation_scope.version) == (REDACTED_NAME, None)
+    assert [e.name for e in child.events] == [REDACTED_NAME, "exception"]
+    assert dict(child.events[1].attributes) == {"exception.type": "ValueError"}
+    assert child.status.status_code is StatusCode.ERROR and child.status.description is None
+    # Identifiers that do not fit are replaced by a keyed hash (the spans they join still join).
+    hashed = {key for key in ID_KEYS if isinstance(span_values[key], str)}  # an array is withheld
+    assert set(child.attributes) == hashed
+    assert all(child.attributes[key].startswith(HASH_MARKER) for key in hashed)
+    # Each withheld value is counted by key, the value itself never kept.
+    after = account.withheld
+    for key in METADATA_KEYS:
+        assert after.get(key, 0) - before.get(key, 0) >= 3  # span, event and link (and the scope)
+    assert after["span.name"] > before.get("span.name", 0) and after["tracestate"] > before.get("tracestate", 0)
+    assert MARK not in repr(account) and MARK not in str(after)
+
+
+def test_legitimate_metadata_passes_unchanged_everywhere():
+    provider, sink, account = _pipeline()
+    state = TraceState([("ot", "th:8;rv:0123456789abcd")])
+    tracer = provider.get_tracer("opentelemetry.instrumentation.httpx", "0.51b0",
+                                 schema_url="https://opentelemetry.io/schemas/1.41.1",
+                                 attributes={"rpc.system": "grpc"})
+    with tracer.start_as_current_span("parent", context=_remote_parent(state)) as parent:
+        link = Link(parent.get_span_context(), LEGIT)
+        with tracer.start_as_current_span("chat gpt-4o-mini", links=[link], attributes=LEGIT) as span:
+            span.add_event("gen_ai.choice", LEGIT)
+    child = next(s for s in sink.get_finished_spans() if s.name != "parent")
+    assert child.name == "chat gpt-4o-mini"
+    assert dict(child.attributes) == LEGIT
+    assert dict(child.events[0].attributes) == LEGIT and child.events[0].name == "gen_ai.choice"
+    assert dict(child.links[0].attributes) == LEGIT
+    assert dict(child.context.trace_state) == {"ot": "th:8;rv:0123456789abcd"}
+    scope = child.instrumentation_scope
+    assert (scope.name, scope.version, scope.schema_url) == (
+        "opentelemetry.instrumentation.httpx", "0.51b0", "https://opentelemetry.io/schemas/1.41.1")
+    assert account.withheld == {}
+
+
+def test_a_name_that_fits_one_field_is_not_taken_for_another():
+    provider, sink, account = _pipeline()
+    tracer = provider.get_tracer("x")
+    for _ in range(2):  # the second time, names already seen are remembered
+        with tracer.start_as_current_span("retry") as span:
+            span.add_event("retry")
+    assert [(s.name, [e.name for e in s.events]) for s in sink.get_finished_spans()] == [
+        ("retry", [REDACTED_NAME]), ("retry", [REDACTED_NAME])]
+    assert account.withheld == {"event.name": 2}
+
+
+def test_a_secret_added_later_is_caught_in_values_that_fit_before():
+    sink = InMemorySpanExporter()
+    processor = MetadataOnlySpanProcessor(SimpleSpanProcessor(sink))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("x")
+    attributes = {"gen_ai.request.model": "m-" + KEY, "gen_ai.agent.name": KEY}
+    with tracer.start_as_current_span("s", attributes=attributes):
+        pass
+    processor.add_secrets([KEY])
+    with tracer.start_as_current_span("s", attributes=attributes):
+        pass
+    first, second = sink.get_finished_spans()
+    assert dict(first.attributes) == attributes and dict(second.attributes) == {}
+
+
+def test_a_clean_span_is_handed_on_as_is_and_nothing_is_counted():
+    provider, sink, account = _pipeline()
+    with provider.get_tracer("x").start_as_current_span("execute_tool price_check", attributes=LEGIT):
+        pass
+    span = sink.get_finished_spans()[0]
+    assert sanitise_span(span) is span
+    assert account.withheld == {}
+
+
+def test_the_hash_is_keyed_and_a_replay_key_makes_it_repeatable():
+    provider, sink, _ = _pipeline(hash_key=b"fixed")
+    other, other_sink, _ = _pipeline()
+    value = f"resp {MARK}, please!"
+    for tracer_provider in (provider, other):
+        with tracer_provider.get_tracer("x").start_as_current_span("s", attributes={"gen_ai.response.id": value}):
+            pass
+    ours = sink.get_finished_spans()[0].attributes["gen_ai.response.id"]
+    theirs = other_sink.get_finished_spans()[0].attributes["gen_ai.response.id"]
+    assert ours.startswith(HASH_MARKER) and len(ours) == len(HASH_MARKER) + 16
+    assert ours != theirs  # a random key per processor: no guessing the text from the hash
+    again, again_sink, _ = _pipeline(hash_key=b"fixed")
+    with again.get_tracer("x").start_as_current_span("s", attributes={"gen_ai.response.id": value}):
+        pass
+    assert again_sink.get_finished_spans()[0].attributes["gen_ai.response.id"] == ours
+
+
+def test_a_metadata_value_holding_a_secret_is_withheld():
+    provider, sink, account = _pipeline(secrets=[KEY])
+    with provider.get_tracer("x").start_as_current_span("s", attributes={"gen_ai.response.id": KEY,
+                                                                          "gen_ai.request.model": KEY}):
+        pass
+    span = sink.get_finished_spans()[0]
+    assert dict(span.attributes) == {}  # an id-shaped key is not hashed either: withheld
+    assert account.withheld == {"gen_ai.response.id": 1, "gen_ai.request.model": 1}
+
+
+def test_a_placeholder_key_does_not_withhold_metadata_that_happens_to_contain_it():
+    provider, sink, _ = _pipeline(secrets=["x"])
+    with provider.get_tracer("x").start_as_current_span("s", attributes={"gen_ai.request.model": "mixtral-8x7b"}):
+        pass
+    assert dict(sink.get_finished_spans()[0].attributes) == {"gen_ai.request.model": "mixtral-8x7b"}
+
+
+def test_an_allowlisted_key_without_a_shape_is_refused():
+    with pytest.raises(ValueError, match="without a declared shape: note"):
+        MetadataOnlySpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), allowlist=[*METADATA_ALLOWLIST, "note"])
+
+
+# --- server replies: what the model or the server controls ----------------------------
+
+CANARY_REPLY = planted_reply(
+    response_id=f"chatcmpl {MARK} {{n}}!", model=f"gpt {MARK}, echo!", finish_reason=f"{MARK} said stop!",
+    call_id=f"call {MARK} {{n}}!", tool_name=f"lookup {MARK} now!",
+    text=f"Your key is {{authorization}}; {MARK}, see you!")
+LEGIT_REPLY = planted_reply(
+    response_id="chatcmpl-abc123{n}", model="gpt-4o-mini", finish_reason="stop", call_id="call_abc123{n}",
+    tool_name="price_check", text="Anything else?")
+
+
+def _live_shift(base_url: str, **options):
+    sink = InMemorySpanExporter()
+    client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
+    handle = configure(exporter=sink, environ={}, secrets=client.secrets(), schedule_delay=0.05, **options)
+    run = cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
+    handle.shutdown(5.0)  # returns once flushed; the bound only matters on a loaded machine
+    return run, list(sink.get_finished_spans()), handle.account
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_canaries_in_a_server_reply_never_leave(capture):
+    with echo_server(CANARY_REPLY) as url:
+        run, spans, account = _live_shift(url, capture_content=capture)
+    assert run.model_calls >= 2
+    data = encode(spans)
+    if not capture:
+        assert MARK.encode() not in data
+    assert KEY.encode() not in data and KEY[3:].encode() not in data
+    chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert all(s.name == "chat gpt-4o-mini" for s in chats)
+    for chat in chats:
+        assert chat.attributes["gen_ai.response.id"].startswith(HASH_MARKER)
+        assert "gen_ai.response.model" not in chat.attributes
+        assert "gen_ai.response.finish_reasons" not in chat.attributes
+    tools = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    assert tools and all(s.attributes["gen_ai.tool.call.id"].startswith(HASH_MARKER) for s in tools)
+    assert all(s.attributes["gen_ai.tool.name"] == "unknown_tool" for s in tools)
+    assert account.withheld["gen_ai.response.id"] == len(chats)
+    assert f"{sum(account.withheld.values())} values withheld (not metadata-shaped)" in account.summary()
+    assert account.dropped == 0  # the spans themselves all went on
+    if capture:
+        # Content is customer text by definition (opted in), but the echoed key is scrubbed
+        # from it exactly as a recording is scrubbed of it.
+        outputs = "".join(s.attributes.get(GEN_AI_OUTPUT_MESSAGES, "") for s in chats)
+        assert MARK in outputs and "Your key is [REDACTED]" in outputs
+
+
+def test_a_legitimate_server_reply_passes_unchanged():
+    with echo_server(LEGIT_REPLY) as url:
+        _, spans, account = _live_shift(url)
+    chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert [s.attributes["gen_ai.response.id"] for s in chats][:2] == ["chatcmpl-abc1231", "chatcmpl-abc1232"]
+    assert {s.attributes["gen_ai.response.model"] for s in chats} == {"gpt-4o-mini"}
+    assert chats[0].attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert chats[0].attributes["cafe.gen_ai.tool_calls"] == ("price_check",)
+    tool = next(s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool")
+    assert tool.name == "execute_tool price_check" and tool.attributes["gen_ai.tool.call.id"] == "call_abc1231"
+    assert account.withheld == {}
+
+
+def test_content_of_a_third_party_span_is_scrubbed_of_the_secrets_it_was_given():
+    handle_sink = InMemorySpanExporter()
+    handle = configure(exporter=handle_sink, environ={}, capture_content=True, schedule_delay=0.05)
+    handle.add_secrets([KEY])
+    tracer = handle.provider.get_tracer("openllmetry")
+    with tracer.start_as_current_span("chat gpt-4o-mini",
+                                      attributes={GEN_AI_OUTPUT_MESSAGES: f'[{{"content": "key {KEY}"}}]'}):
+        pass
+    handle.shutdown(2.0)
+    span = handle_sink.get_finished_spans()[0]
+    assert span.attributes[GEN_AI_OUTPUT_MESSAGES] == '[{"content": "key [REDACTED]"}]'
+
+
+def test_the_cli_hands_the_live_clients_key_to_telemetry_and_content_is_scrubbed_of_it():
+    from cafe.cli import main
+    from cafe_otel.cli_plugin import plugin
+
+    from .test_cli_plugin import Receiver
+
+    receiver = Receiver()
+    receiver.thread.start()
+    reply = planted_reply(response_id="chatcmpl-1", model="gpt-4o-mini", finish_reason="stop", call_id="call_{n}",
+                          tool_name="price_check", text="Your key is {authorization}, as you asked.")
+    try:
+        with echo_server(reply) as url:
+            out, err = io.StringIO(), io.StringIO()
+            code = main(["shift", "--seed", "1", "--capture-content", "--otlp-protocol", "http/protobuf",
+                         f"--otlp={receiver.url}"],
+                        environ={"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY,
+                                 "CAFE_MODEL": "gpt-4o-mini"},
+                        out=out, err=err, load_plugins=lambda warn: [plugin])
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
+    assert code == 0, err.getvalue()
+    assert KEY in out.getvalue()  # the echo really happened (the transcript is the operator's own)
+    raw = receiver.raw()
+    assert b"Your key is [REDACTED], as you asked." in raw
+    assert KEY.encode() not in raw

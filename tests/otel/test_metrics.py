@@ -1,0 +1,163 @@
+"""Issue 9, part 4: GenAI client metrics (semconv 1.41.1) and our counters, from a listener."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+
+import cafe
+from cafe_otel import semconv as sc
+from cafe_otel.metrics_listener import DURATION_BUCKETS, TOKEN_USAGE_BUCKETS, MetricsListener
+
+CANARY = "Zanzibar-canary-7731"  # customer text that must never reach a metric
+
+
+def _reader() -> tuple[InMemoryMetricReader, MeterProvider]:
+    reader = InMemoryMetricReader()
+    return reader, MeterProvider(metric_readers=[reader])
+
+
+def _metrics(reader: InMemoryMetricReader) -> dict[str, tuple]:
+    """name -> (metric, [data points])"""
+    found = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            assert scope.scope.name == "cafe_otel" and scope.schema_url == sc.SCHEMA_URL
+            for metric in scope.metrics:
+                found[metric.name] = (metric, list(metric.data.data_points))
+    return found
+
+
+def _run(client, script, decisions=(), *, listener_source=None):
+    reader, provider = _reader()
+    tracer = cafe.Tracer(clock=cafe.TickClock(step=0.25), listeners=[MetricsListener(provider)])
+    run = cafe.run_shift(client, script, cafe.make_responder(list(decisions)), tracer=tracer)
+    return run, tracer, _metrics(reader)
+
+
+def _sum(points, **attributes) -> int:
+    return sum(p.value if not isinstance(p, HistogramDataPoint) else p.sum for p in points
+               if all(p.attributes.get(k) == v for k, v in attributes.items()))
+
+
+def test_token_usage_and_duration_follow_the_pinned_spec_on_the_seed_shift():
+    run, tracer, found = _run(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT)
+    usage = cafe.usage_of(tracer)
+    tokens, token_points = found["gen_ai.client.token.usage"]
+    assert (tokens.unit, type(tokens.data).__name__) == ("{token}", "Histogram")
+    assert _sum(token_points, **{"gen_ai.token.type": "input"}) == usage.input_tokens == 220
+    assert _sum(token_points, **{"gen_ai.token.type": "output"}) == usage.output_tokens == 30
+    assert {tuple(p.explicit_bounds) for p in token_points} == {TOKEN_USAGE_BUCKETS}
+    duration, duration_points = found["gen_ai.client.operation.duration"]
+    assert duration.unit == "s"
+    assert sum(p.count for p in duration_points) == run.model_calls == usage.calls == 3
+    assert sum(p.sum for p in duration_points) == pytest.approx(usage.seconds)
+    assert {tuple(p.explicit_bounds) for p in duration_points} == {DURATION_BUCKETS}
+    [point] = duration_points
+    assert dict(point.attributes) == {
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "cafe.scripted",
+        "gen_ai.request.model": "scripted-barista-1", "gen_ai.response.model": "scripted-barista-1",
+    }
+    shifts = found["cafe.shifts"][1]
+    assert [(dict(p.attributes), p.value) for p in shifts] == [({"cafe.stop_reason": "answered"}, 1)]
+    tools = found["cafe.tool.executions"][1]
+    assert [(dict(p.attributes), p.value) for p in tools] == [
+        ({"gen_ai.tool.name": "price_check", "cafe.tool.status": "ok"}, 2)]
+
+
+def test_the_bucket_boundaries_are_the_1_41_1_spec_text():
+    # docs/gen-ai/gen-ai-metrics.md at v1.41.1, lines 70 and 179 (see the module docstring).
+    assert [4 ** n for n in range(14)] == list(TOKEN_USAGE_BUCKETS)
+    assert [round(0.01 * 2 ** n, 2) for n in range(14)] == list(DURATION_BUCKETS)
+
+
+def test_metric_names_match_the_installed_conventions():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as genai
+        from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
+
+    assert gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE == sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE
+    assert gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION == sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION
+    assert {v.value for v in genai.GenAiTokenTypeValues} == {sc.TOKEN_TYPE_INPUT, sc.TOKEN_TYPE_OUTPUT}
+
+
+def _call(call_id, name, arguments):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def test_our_counters_count_consent_tickets_repairs_and_stop_reasons_with_no_free_text():
+    order = {"items": ["latte"], "table": 4}
+    client = cafe.CannedClient([
+        {"content": None, "tool_calls": [_call("bad", "propose_order", {"items": [CANARY], "table": 4})]},
+        {"content": None, "tool_calls": [_call("p1", "propose_order", order)]},
+        {"content": None, "tool_calls": [_call("p2", "propose_order", order)]},
+        {"content": None, "tool_calls": [_call("f1", "fire_ticket", order), _call("x1", CANARY, {"q": CANARY})]},
+        {"content": f"Done, {CANARY}."},
+    ])
+    run, _, found = _run(client, [f"A latte for {CANARY}, table 4."], [("reject", None), ("approve", None)])
+    assert run.stop_reason == "answered" and run.repairs_used == 2
+    values = {name: sorted((tuple(sorted(p.attributes.items())), p.value) for p in points)
+              for name, (metric, points) in found.items() if not name.startswith("gen_ai.")}
+    assert values["cafe.consent.decisions"] == [((("cafe.consent.outcome", "approved"),), 1),
+                                                ((("cafe.consent.outcome", "rejected"),), 1)]
+    assert values["cafe.tickets.fired"] == [((), 1)]
+    assert values["cafe.repairs.used"] == [((), 2)]
+    assert values["cafe.shifts"] == [((("cafe.stop_reason", "answered"),), 1)]
+    tools = dict(values["cafe.tool.executions"])
+    assert tools == {
+        (("cafe.tool.status", "invalid"), ("gen_ai.tool.name", "propose_order")): 1,
+        (("cafe.tool.status", "approved"), ("gen_ai.tool.name", "propose_order")): 1,
+        (("cafe.tool.status", "rejected"), ("gen_ai.tool.name", "propose_order")): 1,
+        (("cafe.tool.status", "fired"), ("gen_ai.tool.name", "fire_ticket")): 1,
+        (("cafe.tool.status", "invalid"), ("gen_ai.tool.name", "unknown_tool")): 1,
+    }
+    every_attribute = repr([dict(p.attributes) for _, points in found.values() for p in points])
+    assert CANARY not in every_attribute
+    for forbidden in ("gen_ai.conversation.id", "gen_ai.response.id", "gen_ai.tool.call.id", "cafe.ticket.number"):
+        assert forbidden not in every_attribute
+
+
+def test_a_failing_call_records_its_duration_with_error_type_and_no_tokens():
+    class Boom(RuntimeError):
+        pass
+
+    class Failing(cafe.ScriptedClient):
+        server_address, server_port = "models.example", 8443
+
+        def chat(self, *args, **kwargs):
+            raise Boom(f"endpoint said {CANARY}")
+
+    reader, provider = _reader()
+    tracer = cafe.Tracer(listeners=[MetricsListener(provider)])
+    with pytest.raises(Boom):
+        cafe.run_shift(Failing(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+    found = _metrics(reader)
+    assert "gen_ai.client.token.usage" not in found  # no count reported, so none recorded
+    [point] = found["gen_ai.client.operation.duration"][1]
+    assert point.count == 1
+    assert dict(point.attributes) == {
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "cafe.scripted",
+        "gen_ai.request.model": "scripted-barista-1", "server.address": "models.example", "server.port": 8443,
+        "error.type": "Boom",
+    }
+    [shift] = found["cafe.shifts"][1]
+    assert dict(shift.attributes) == {"error.type": "Boom"}
+    assert CANARY not in repr([dict(p.attributes) for _, points in found.values() for p in points])
+
+
+def test_metrics_and_spans_listen_to_the_same_tracer_side_by_side(telemetry):
+    reader, provider = _reader()
+    tracer = telemetry.handle.tracer()
+    tracer.add_listener(MetricsListener(provider))
+    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+    chats = [s for s in telemetry.spans() if s.name.startswith("chat ")]
+    token_points = _metrics(reader)["gen_ai.client.token.usage"][1]
+    assert _sum(token_points, **{"gen_ai.token.type": "input"}) == sum(
+        s.attributes["gen_ai.usage.input_tokens"] for s in chats)
+    assert tracer.listener_failures == 0

@@ -1,0 +1,124 @@
+"""configure()'s MeterProvider: OTEL_* settings, the fail-soft boundary, one account, bounded shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import cafe
+from cafe_otel import TelemetryConfigError, configure
+from cafe_otel.metric_settings import resolve_metric_settings
+from cafe_otel.metrics_export import count_points
+from cafe_otel.settings import resolve_settings
+
+
+class Metrics(MetricExporter):
+    """Keeps every export; `behaviour` says what an export does: ok, fail, raise or hang."""
+
+    def __init__(self, behaviour: str = "ok") -> None:
+        super().__init__()
+        self.behaviour = behaviour
+        self.exports: list[int] = []
+        self.release = threading.Event()
+
+    def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
+        self.exports.append(count_points(metrics_data))
+        if self.behaviour == "raise":
+            raise ConnectionError("the collector at http://user:pw@host said no")
+        if self.behaviour == "hang":
+            self.release.wait(30)
+        return MetricExportResult.FAILURE if self.behaviour == "fail" else MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+        return None
+
+
+def _shift(handle) -> cafe.ShiftRun:
+    return cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+                          tracer=handle.tracer())
+
+
+def test_metrics_are_exported_once_at_shutdown_and_counted():
+    metrics = Metrics()
+    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics, environ={})
+    _shift(handle)
+    handle.shutdown()
+    assert metrics.exports == [5]
+    assert handle.account.summary() == "11 spans exported, 0 dropped; 5 metric points exported, 0 dropped"
+
+
+@pytest.mark.parametrize(("behaviour", "cause"), [("fail", "failure"), ("raise", "ConnectionError"),
+                                                   ("hang", "timeout")])
+def test_a_failing_metrics_exporter_costs_nothing_and_is_counted_by_cause(behaviour, cause):
+    metrics = Metrics(behaviour)
+    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics, environ={}, shutdown_timeout=0.3)
+    run = _shift(handle)
+    started = time.monotonic()
+    handle.shutdown()
+    took = time.monotonic() - started
+    metrics.release.set()
+    assert run.stop_reason == "answered"
+    assert took < 1.0  # the bound holds for metrics too (0.3 s and a little for the thread)
+    points = {(p.name, p.error_type): p.value for p in handle.account.points()}
+    assert points[("otel.sdk.exporter.metric_data_point.exported", cause)] == 5
+    assert "said no" not in handle.account.summary() and "pw@" not in handle.account.summary()
+
+
+def test_the_export_interval_variable_is_honoured():
+    metrics = Metrics()
+    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics,
+                       environ={"OTEL_METRIC_EXPORT_INTERVAL": "50"})
+    _shift(handle)
+    deadline = time.monotonic() + 5
+    while not metrics.exports and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert metrics.exports, "no periodic export within 5 s at a 50 ms interval"
+    handle.shutdown()
+
+
+@pytest.mark.parametrize(("environ", "explicit", "wanted"), [
+    ({}, None, True),
+    ({"OTEL_METRICS_EXPORTER": "none"}, None, False),
+    ({"OTEL_METRICS_EXPORTER": "none"}, True, True),  # an explicit argument wins
+    ({"OTEL_METRICS_EXPORTER": "otlp"}, False, False),
+    ({"OTEL_SDK_DISABLED": "true"}, True, False),  # disabled is disabled
+])
+def test_who_decides_whether_there_are_metrics(environ, explicit, wanted):
+    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=Metrics(), metrics=explicit, environ=environ)
+    assert (handle.meter_provider is not None) is wanted
+    handle.shutdown()
+
+
+def test_an_explicit_span_exporter_alone_sends_no_metrics_anywhere():
+    handle = configure(exporter=InMemorySpanExporter(), environ={})
+    assert handle.meter_provider is None
+    assert handle.account.summary() == "0 spans exported, 0 dropped"
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "soon", "3600001"])
+def test_an_out_of_range_interval_is_a_configuration_error(value):
+    with pytest.raises(TelemetryConfigError, match="OTEL_METRIC_EXPORT_INTERVAL"):
+        configure(exporter=InMemorySpanExporter(), metric_exporter=Metrics(),
+                  environ={"OTEL_METRIC_EXPORT_INTERVAL": value})
+
+
+@pytest.mark.parametrize(("environ", "endpoint", "expected"), [
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, None, "http://localhost:4318/v1/metrics"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, None,
+     "http://c:4318/v1/metrics"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://m:9/x"}, None,
+     "http://m:9/x"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://m:9/x"},
+     "http://c:4318", "http://c:4318/v1/metrics"),  # the explicit endpoint wins for both signals
+    ({}, "http://c:4317", "http://c:4317"),
+])
+def test_the_metrics_endpoint_follows_the_traces_base(environ, endpoint, expected):
+    traces = resolve_settings(endpoint=endpoint, environ=environ)
+    assert resolve_metric_settings(traces, endpoint=endpoint, environ=environ).endpoint == expected

@@ -1,0 +1,212 @@
+"""Where a recording may be written: never through whatever is at the path, never half a
+recording at the path, and never two recorders interleaved in one file."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cafe.clients.scripted import ScriptedClient
+from cafe.consent import make_responder
+from cafe.recording import (
+    RecordingClient,
+    RecordingError,
+    RecordingExists,
+    RecordingUnwritable,
+    load_recording,
+    record_shift,
+)
+from cafe.recording.writer import partial_path
+from tests.recording.helpers import run_cli, snapshot, valid_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cafe(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "COURSE_MODE"):
+        environ.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "cafe.cli", *argv], cwd=ROOT, env=environ,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _record(path: Path, mode: str = "all") -> None:
+    record_shift(ScriptedClient(), ["A latte, please."], path, responder=make_responder([("approve", None)]),
+                 mode=mode, seed=1)
+
+
+def test_a_fifo_at_the_path_is_refused_without_opening_it(tmp_path: Path):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    done = _cafe("shift", "--record", str(fifo), "--record-mode", "all", timeout=30)  # opening it would hang
+    assert done.returncode == RecordingUnwritable.exit_code, done.stderr
+    assert "a FIFO, not a regular file" in done.stderr and done.stderr.count("\n") == 1
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not partial_path(fifo).exists()
+
+
+def test_a_symlink_at_the_path_is_refused_and_its_target_untouched(tmp_path: Path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    target.chmod(0o644)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    before = snapshot(target)
+    for mode in ("all", "once"):
+        code, _, err = run_cli("shift", "--record", str(link), "--record-mode", mode, "--seed", "1")
+        assert code == RecordingUnwritable.exit_code and "a symbolic link" in err
+    assert snapshot(target) == before and link.is_symlink()
+
+
+def test_a_device_at_the_path_is_refused_and_its_mode_kept(tmp_path: Path):
+    device = tmp_path / "null.jsonl"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("creating a device node needs privileges")
+    before = os.lstat(device).st_mode
+    with pytest.raises(RecordingUnwritable, match="a character device"):
+        _record(device)
+    assert os.lstat(device).st_mode == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_another_users_file_is_neither_truncated_nor_opened_up(tmp_path: Path):
+    theirs = tmp_path / "theirs.jsonl"
+    theirs.write_bytes(valid_bytes())
+    theirs.chmod(0o600)
+    os.chown(theirs, 4242, 4242)
+    before = snapshot(theirs)
+    with pytest.raises(RecordingUnwritable, match="belongs to another user"):
+        _record(theirs)
+    assert snapshot(theirs) == before and theirs.stat().st_uid == 4242
+
+
+def test_mode_all_replaces_a_file_of_ours_in_one_rename_and_keeps_it_until_then(tmp_path: Path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(valid_bytes(calls=1))
+    path.chmod(0o644)
+    old_inode = path.stat().st_ino
+    seen: list[bytes] = []
+
+    class Peeking(ScriptedClient):
+        def chat(self, *args, **kwargs):
+            seen.append(path.read_bytes())  # mid-shift, the old recording is still whole
+            return super().chat(*args, **kwargs)
+
+    record_shift(Peeking(), ["A latte, please."], path, responder=make_responder([("approve", None)]),
+                 mode="all", seed=1)
+    assert seen and all(data == valid_bytes(calls=1) for data in seen)
+    assert path.stat().st_ino != old_inode and path.stat().st_mode & 0o777 == 0o600
+    assert load_recording(path).ending is not None and not partial_path(path).exists()
+
+
+def test_a_recording_that_fails_before_its_first_line_leaves_nothing(tmp_path: Path):
+    path = tmp_path / "nan.jsonl"
+    with pytest.raises(RecordingError, match="NaN"):
+        RecordingClient(ScriptedClient(), path, shift_settings={"temperature": math.nan})
+    assert list(tmp_path.iterdir()) == []
+    _record(path, mode="once")  # nothing blocks mode `once` afterwards
+    assert load_recording(path).ending is not None
+
+
+def test_a_shift_that_fails_leaves_the_path_as_it_was(tmp_path: Path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(valid_bytes(calls=1))
+    before = snapshot(path)
+
+    class Fails(ScriptedClient):
+        def chat(self, *args, **kwargs):
+            raise ConnectionError("gone")
+
+    with pytest.raises(ConnectionError):
+        record_shift(Fails(), ["A latte."], path, responder=make_responder([]), mode="all")
+    assert snapshot(path) == before
+    assert not partial_path(path).exists()  # only a header: nothing worth keeping
+
+
+def test_an_empty_record_path_is_a_usage_error():
+    for blank in ("", "  "):
+        code, _, err = run_cli("shift", "--record", blank)
+        assert code == 2
+        assert "empty path" in err and err.count("\n") == 1
+
+
+def test_mode_once_never_replaces_a_recording_that_appears_during_the_shift(tmp_path: Path):
+    path = tmp_path / "race.jsonl"
+
+    class Racing(ScriptedClient):
+        def chat(self, *args, **kwargs):
+            if not path.exists():
+                path.write_bytes(valid_bytes(calls=1))
+            return super().chat(*args, **kwargs)
+
+    with pytest.raises(RecordingExists) as caught:
+        record_shift(Racing(), ["A latte, please."], path, responder=make_responder([("approve", None)]))
+    assert path.read_bytes() == valid_bytes(calls=1)
+    assert caught.value.kept == partial_path(path) and load_recording(caught.value.kept).ending is not None
+
+
+def test_parallel_recorders_never_leave_an_interleaved_file(tmp_path: Path):
+    path = tmp_path / "shared.jsonl"
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    script = tmp_path / "lines.txt"
+    script.write_text("\n".join(["A latte, please.", "What do you have?"] * 6) + "\n")
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "cafe.cli", "shift", "--record", str(path), "--record-mode", "all",
+                          "--script", str(script), "--max-turns", "40", "--seed", str(n)],
+                         cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for n in range(6)
+    ]
+    observed = 0
+    deadline = time.monotonic() + 60
+    while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+        if path.exists():  # a reader never sees half a recording, or two mixed
+            try:
+                recording = load_recording(path)
+            except FileNotFoundError:
+                continue
+            assert recording.ending is not None
+            observed += 1
+        time.sleep(0.005)
+    codes, errors = [], []
+    for process in processes:
+        _, err = process.communicate(timeout=60)
+        codes.append(process.returncode)
+        errors.append(err.decode())
+    assert set(codes) <= {0, RecordingUnwritable.exit_code}, errors
+    assert 0 in codes
+    for code, err in zip(codes, errors, strict=True):
+        if code:
+            assert err.count("\n") == 1 and "in progress" in err
+    recording = load_recording(path)
+    assert recording.ending is not None and recording.header.seed in range(6)
+    assert [c.index for c in recording.calls] == list(range(1, len(recording.calls) + 1))
+    assert not partial_path(path).exists()
+
+
+def test_a_shift_that_fails_mid_way_names_the_kept_calls_on_its_one_error_line(tmp_path: Path, monkeypatch):
+    from cafe.errors import ModelCallError
+
+    class FailsSecond(ScriptedClient):
+        def chat(self, *args, **kwargs):
+            if self.calls == 1:
+                raise ModelCallError("model endpoint example failed: APIConnectionError")
+            return super().chat(*args, **kwargs)
+
+    monkeypatch.setattr("cafe.cli.get_client", lambda environ: FailsSecond())
+    path = tmp_path / "half.jsonl"
+    code, _, err = run_cli("shift", "--record", str(path), "--seed", "1")
+    assert code == ModelCallError.exit_code and err.count("\n") == 1
+    assert err.endswith(f"; the 1 call(s) recorded before it are kept in {partial_path(path)}\n")
+    assert not path.exists()
+    code, out, err = run_cli("replay", str(partial_path(path)))  # what was kept replays
+    assert code == 0, err
+    assert "replayed 1 call(s)" in out
