@@ -383,7 +383,7 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
             first = results[key][0]
             spans = first["spans"] / first["calls"]
             figures.append(Figure(
-                7, f"{peer.label}{' + metrics' if suffix else ''}: added per call", added, "µs", "",
+                9, f"{peer.label}{' + metrics' if suffix else ''}: added per call", added, "µs", "",
                 note=f"{ratio:.2f}x the bare call; range {low:.0f}-{high:.0f} µs; by fastest samples "
                      f"{_added(fastest, key)[0]:.0f} µs; {first['version']}, "
                      f"{spans:g} span a call" + (f", {first['metric_points']} metric points" if suffix else "")))
