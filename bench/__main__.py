@@ -25,6 +25,7 @@ NAMES = {
     6: "import cost",
     7: "scrubbing a recorded line",
     8: "what each Collector tier costs",
+    9: "the peers: OpenAI instrumentations side by side",
 }
 
 
@@ -57,6 +58,10 @@ def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
         from bench import tiers
 
         return tiers.run(workdir, smoke=smoke)
+    if number == 9:
+        from bench import peers
+
+        return peers.run(smoke=smoke)
     from bench import outage_memory
 
     return outage_memory.run(smoke=smoke)

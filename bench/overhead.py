@@ -31,6 +31,7 @@ from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from bench.nothing import NothingExporter
 from bench.stats import interleaved
 from bench.synthetic import synthetic_calls
 from bench.table import Figure
@@ -38,20 +39,6 @@ from cafe.trace.tracer import NullTracer
 from cafe.trace.tracing_client import TracingClient
 
 START_KEYS = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
-
-
-class NothingExporter(SpanExporter):
-    """Accepts every batch and does nothing with it."""
-
-    def __init__(self) -> None:
-        self.spans = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
 
 
 class KeepingExporter(NothingExporter):

@@ -1,0 +1,287 @@
+"""Figure 9's child process: one variant of the same `openai` chat call, timed in a fresh interpreter.
+
+`python -m bench.peer_runner SPEC.json` sets the variant up, warms it up and says `ready`; then
+each `sample N` line on stdin gets one JSON line (seconds a call over N calls, wall and CPU),
+and `finish` gets the result: the spans the do-nothing exporter received, the metric points
+recorded, the versions that ran. A span carrying message text fails the variant.
+
+It imports nothing of cafe unless the variant is ours (`bare`, `bare_live` and `ours` run in
+the project's venv; the peers in their own), so in a peer's virtualenv only the `openai` SDK,
+the OpenTelemetry SDK and the peer are loaded. An unusable variant exits 2 with one line on stderr.
+
+The spec: {"variant", "metrics", "base_url", "model", "messages", "tools", "body" (the mock
+response, a JSON object), "warmup", "markers" (strings that are content: none may appear in
+an exported attribute)}.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+API_KEY = "sk-bench-not-a-real-key"
+# What each peer is called in the spec, its instrumentor, and the distribution to report.
+PEERS = {
+    "official": ("opentelemetry.instrumentation.genai.openai", "opentelemetry-instrumentation-genai-openai"),
+    "openllmetry": ("opentelemetry.instrumentation.openai", "opentelemetry-instrumentation-openai"),
+    "openinference": ("openinference.instrumentation.openai", "openinference-instrumentation-openai"),
+}
+
+
+class Unusable(Exception):
+    """The variant cannot run as asked (a missing package, no span produced, content leaked)."""
+
+
+def _httpx() -> Any:
+    # openai 3.x sends through httpx2 by default (and still accepts a legacy httpx client).
+    try:
+        return importlib.import_module("httpx2")
+    except ImportError:
+        return importlib.import_module("httpx")
+
+
+def mock_http_client(body: dict[str, Any]) -> Any:
+    """An HTTP client whose transport answers every request at once with `body`."""
+    httpx = _httpx()
+    content = json.dumps(body).encode()
+    headers = {"content-type": "application/json", "x-request-id": "req_bench"}
+
+    def answer(request: Any) -> Any:
+        return httpx.Response(200, content=content, headers=headers)
+
+    return httpx.Client(transport=httpx.MockTransport(answer))
+
+
+def _meter_provider() -> tuple[Any, Any]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    # Never collected during the run: what is timed is the recording, as in a live process.
+    reader = InMemoryMetricReader()
+    return MeterProvider(metric_readers=[reader], shutdown_on_exit=False), reader
+
+
+def _metric_points(reader: Any) -> int:
+    data = reader.get_metrics_data()
+    return sum(len(metric.data.data_points) for resource in (data.resource_metrics if data else ())
+               for scope in resource.scope_metrics for metric in scope.metrics)
+
+
+class _KeepingFirst:
+    """Wraps the do-nothing exporter to keep the first span it sees, for the content check."""
+
+    def __init__(self) -> None:
+        from bench.nothing import NothingExporter
+
+        class Keeping(NothingExporter):
+            first: Any = None
+
+            def export(self, spans: Sequence[Any]) -> Any:
+                if self.first is None and spans:
+                    self.first = spans[0]
+                return super().export(spans)
+
+        self.exporter = Keeping()
+
+
+def _sdk_client(spec: dict[str, Any]) -> Any:
+    import openai
+
+    # The same timeout and retries as cafe's LiveClient, so the SDK path is the same.
+    return openai.OpenAI(api_key=API_KEY, base_url=spec["base_url"], timeout=60.0, max_retries=2,
+                         http_client=mock_http_client(spec["body"]))
+
+
+def _sdk_call(spec: dict[str, Any]) -> Callable[[], Any]:
+    create = _sdk_client(spec).chat.completions.create
+    model, messages, tools = spec["model"], spec["messages"], spec["tools"]
+
+    def call() -> Any:
+        return create(model=model, messages=messages, tools=tools, temperature=0.0)
+    return call
+
+
+def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    module, distribution = PEERS[spec["variant"]]
+    try:
+        instrumentor_class = importlib.import_module(module).OpenAIInstrumentor
+    except ImportError as error:
+        raise Unusable(f"{distribution} is not installed here ({error})") from None
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
+    options: dict[str, Any] = {"tracer_provider": provider}
+    reader = None
+    if spec["metrics"]:
+        options["meter_provider"], reader = _meter_provider()
+    if spec["variant"] == "openinference":
+        from openinference.instrumentation import TraceConfig
+
+        # Its content switches, explicit (they would otherwise come from OPENINFERENCE_HIDE_*).
+        options["config"] = TraceConfig(hide_inputs=True, hide_outputs=True)
+    instrumentor_class().instrument(**options)
+
+    def finish() -> dict[str, Any]:
+        provider.force_flush(10_000)
+        found = {"metric_points": _metric_points(reader) if reader is not None else None,
+                 "version": metadata.version(distribution)}
+        provider.shutdown()
+        return found
+    return _sdk_call(spec), finish
+
+
+def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
+    from bench import overhead
+    from cafe.clients.live import LiveClient
+    from cafe.clients.settings import LiveSettings
+    from cafe.trace.tracing_client import TracingClient
+
+    settings = LiveSettings.from_env({"CAFE_BASE_URL": spec["base_url"], "CAFE_API_KEY": API_KEY,
+                                      "CAFE_MODEL": spec["model"]})
+    live = LiveClient(settings, http_client=mock_http_client(spec["body"]))
+    messages, tools = spec["messages"], spec["tools"]
+    if spec["variant"] == "bare_live":
+        return (lambda: live.chat(messages, tools, 0.0)), dict
+    handle = overhead._configure(False, keeper.exporter)  # content off, as figure 1 builds it
+    reader = None
+    listen: Callable[[Any], None] = lambda tracer: None  # noqa: E731
+    if spec["metrics"]:
+        meters, reader = _meter_provider()
+        listen = metrics_hook(meters)
+    clients: list[Any] = []
+
+    def fresh() -> Callable[[], Any]:
+        # A tracer holds one shift: a fresh one per sample, as a new shift would have.
+        tracer = handle.tracer()
+        listen(tracer)
+        client = TracingClient(live, tracer)
+        clients.append(client)
+        return lambda: client.chat(messages, tools, 0.0)
+
+    current = [fresh()]
+
+    def call() -> Any:
+        return current[0]()
+    call.new_sample = lambda: current.__setitem__(0, fresh())  # type: ignore[attr-defined]
+
+    def finish() -> dict[str, Any]:
+        handle.force_flush(10.0)
+        found = {"metric_points": _metric_points(reader) if reader is not None else None,
+                 "dropped": handle.account.dropped, "version": metadata.version("cafe-otel")}
+        handle.shutdown(2.0)
+        return found
+    return call, finish
+
+
+def metrics_hook(meter_provider: Any) -> Callable[[Any], None]:
+    """How ours records metrics today: cafe_otel's MetricsListener on each tracer, where the
+    installed cafe_otel has one. The one place to change when configure() takes a meter provider."""
+    try:
+        from cafe_otel.metrics_listener import MetricsListener  # type: ignore[import-not-found]
+    except ImportError:
+        raise Unusable("this cafe_otel records no metrics (no cafe_otel.metrics_listener)") from None
+    listener = MetricsListener(meter_provider)
+    return lambda tracer: tracer.add_listener(listener)
+
+
+def _content_found(span: Any, markers: Sequence[str]) -> str | None:
+    """The first attribute (or event attribute) of `span` that carries one of the markers."""
+    places = [("", dict(span.attributes or {}))]
+    places += [(f"event {event.name}: ", dict(event.attributes or {})) for event in span.events]
+    for where, attributes in places:
+        for key, value in attributes.items():
+            text = json.dumps(value, default=str) if not isinstance(value, str) else value
+            if any(marker in text for marker in markers):
+                return f"{where}{key}"
+    return None
+
+
+def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]], _KeepingFirst | None]:
+    """The variant's call, its finish (flush, versions) and its span keeper, warmed up."""
+    variant = spec["variant"]
+    keeper = _KeepingFirst() if variant not in ("bare", "bare_live") else None
+    if variant == "bare":
+        call, finish = _sdk_call(spec), dict
+    elif variant in PEERS:
+        call, finish = _peer(spec, keeper)
+    elif variant in ("bare_live", "ours"):
+        call, finish = _ours(spec, keeper)
+    else:
+        raise Unusable(f"unknown variant {variant!r}")
+    for _ in range(spec["warmup"]):
+        call()
+    return call, finish, keeper
+
+
+def sample(call: Callable[[], Any], calls: int) -> dict[str, float]:
+    """Seconds a call over `calls` calls: wall clock, and this process's CPU time (every
+    thread, so the batch worker's export is counted; time spent descheduled is not)."""
+    getattr(call, "new_sample", lambda: None)()
+    gc.collect()  # this sample pays for its own garbage, not the previous one's
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        call()
+    return {"wall": (time.perf_counter() - wall) / calls, "cpu": (time.process_time() - cpu) / calls}
+
+
+def conclude(spec: dict[str, Any], finish: Callable[[], dict[str, Any]], keeper: _KeepingFirst | None,
+             calls: int) -> dict[str, Any]:
+    """Flush, then check what the variant produced: spans, no content, metrics if asked for."""
+    variant = spec["variant"]
+    result = {"variant": variant, "metrics": spec["metrics"], "calls": calls,
+              "openai": metadata.version("openai"), **finish()}
+    if keeper is not None:
+        exported = keeper.exporter.spans
+        result["spans"] = exported
+        if exported == 0 or keeper.exporter.first is None:
+            raise Unusable(f"{variant}: no span reached the exporter after {calls} calls")
+        leaked = _content_found(keeper.exporter.first, spec["markers"])
+        if leaked:
+            raise Unusable(f"{variant}: content capture is not off (message text in {leaked})")
+        if spec["metrics"] and not result.get("metric_points"):
+            raise Unusable(f"{variant}: metrics were asked for but none were recorded")
+    try:
+        result["opentelemetry_sdk"] = metadata.version("opentelemetry-sdk")
+    except metadata.PackageNotFoundError:
+        result["opentelemetry_sdk"] = None
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """Prepare, say `ready`, then answer the parent's lines: `sample N` with one JSON sample,
+    `finish` with the JSON result (then exit). The parent hands out the samples in turn so
+    that all variants of a round are measured at the same moments of a noisy machine."""
+    if len(argv) != 1:
+        print("usage: python -m bench.peer_runner SPEC.json", file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as handle:
+        spec = json.load(handle)
+    try:
+        call, finish, keeper = prepare(spec)
+        calls = spec["warmup"]
+        print("ready", flush=True)
+        for line in sys.stdin:
+            command = line.split()
+            if command[:1] == ["sample"]:
+                count = int(command[1])
+                print(json.dumps(sample(call, count)), flush=True)
+                calls += count
+            elif command == ["finish"]:
+                print(json.dumps(conclude(spec, finish, keeper, calls)), flush=True)
+                return 0
+        return 0  # the parent went away
+    except Unusable as error:
+        print(f"peer_runner: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

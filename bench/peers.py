@@ -1,0 +1,420 @@
+"""Figure 9: what each OpenAI instrumentation adds to one `openai` chat call, ours among them.
+
+The same request (cafe's system prompt and five tool schemas, a mid-shift conversation from
+bench/synthetic.py) goes through the `openai` SDK to an `httpx2.MockTransport` that answers
+at once with a fixed chat.completions body (two tool calls, usage). Variants:
+
+- `bare`: the SDK call alone (`client.chat.completions.create`), no OpenTelemetry at all;
+- `bare_live`: cafe's `LiveClient.chat` on the same SDK client, no tracing (what the harness's
+  client costs by itself: it reduces the response to the fields a recording keeps);
+- `ours`: cafe's `TracingClient(LiveClient)` with the tracer from `cafe_otel.configure()`
+  (content off, its own chain over a do-nothing exporter, as figure 1 builds it);
+- the peers, each instrumenting the bare SDK call with content off, a `TracerProvider` and
+  the SDK's `BatchSpanProcessor` over the same do-nothing exporter: the official
+  `opentelemetry-instrumentation-genai-openai`, OpenLLMetry's
+  `opentelemetry-instrumentation-openai`, and `openinference-instrumentation-openai`.
+
+Spans only, and again with metrics on (an SDK `MeterProvider` with an in-memory reader that is
+never collected) for every variant that records metrics. Each variant runs in a fresh
+interpreter (bench/peer_runner.py); the peers in virtualenvs of their own under the cache, so
+that their packages never touch the project's venv. Every round runs every variant once, the
+order rotating from round to round; a variant's figure for a round is the median of its
+samples; "added" is that minus the bare call's in the same round; figures are medians over
+rounds, ratios the medians of per-round ratios.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench.stats import Paired, median
+from bench.synthetic import MODEL, synthetic_calls
+from bench.table import Figure
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_URL = "http://127.0.0.1:9/v1"  # never dialled: the mock transport answers
+OTEL_INSTRUMENTATION = "opentelemetry-instrumentation==0.66b2"  # pairs with the pinned SDK 1.45.x
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str  # the runner's variant name
+    label: str
+    requirements: tuple[str, ...]  # exact pins, besides the shared ones from the project's venv
+    env: tuple[tuple[str, str], ...]  # its content switch (checked in its source; see README)
+    records_metrics: bool
+
+
+PEERS = (
+    Peer("official", "official OTel (opentelemetry-instrumentation-genai-openai)",
+         ("opentelemetry-instrumentation-genai-openai==1.3b0", "opentelemetry-util-genai==1.3b0",
+          OTEL_INSTRUMENTATION),
+         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT"),), True),
+    Peer("openllmetry", "OpenLLMetry (opentelemetry-instrumentation-openai)",
+         ("opentelemetry-instrumentation-openai==0.62.4", "opentelemetry-semantic-conventions-ai==0.5.1",
+          OTEL_INSTRUMENTATION),
+         (("TRACELOOP_TRACE_CONTENT", "false"),), True),
+    Peer("openinference", "OpenInference (openinference-instrumentation-openai)",
+         ("openinference-instrumentation-openai==0.1.66", "openinference-instrumentation==0.1.72",
+          "openinference-semantic-conventions==0.1.42", OTEL_INSTRUMENTATION),
+         # Also passed as TraceConfig(hide_inputs=True, hide_outputs=True) by the runner.
+         (("OPENINFERENCE_HIDE_INPUTS", "true"), ("OPENINFERENCE_HIDE_OUTPUTS", "true")), False),
+)
+# Installed into every peer's venv at the project venv's own versions, so the SDK call
+# underneath (openai, httpx2, pydantic) and the OTel SDK are the same code as ours runs on.
+SHARED_ROOTS = ("openai", "opentelemetry-api", "opentelemetry-sdk", "opentelemetry-semantic-conventions", "wrapt",
+                "packaging")
+_SWITCH_PREFIXES = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_")
+
+
+ESSENTIAL = ("bare", "bare_live", "ours")  # without these there is no figure: their failure is a crash
+CHILD_TIMEOUT = 300.0  # seconds for a child to set up, or to answer one sample
+
+
+class VenvUnavailable(Exception):
+    """A peer's virtualenv could not be made (no network, a version that does not resolve)."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CAFE_BENCH_CACHE") or Path.home() / ".cache" / "cafe-otel" / "bench-venvs")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def shared_pins(roots: Iterable[str] = SHARED_ROOTS) -> list[str]:
+    """`name==version` for the roots and everything they require, as installed here."""
+    pins: dict[str, str] = {}
+    pending = list(roots)
+    while pending:
+        name = _normal(pending.pop())
+        if name in pins:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # an optional requirement this venv does not have
+        pins[name] = dist.version
+        for requirement in dist.requires or ():
+            if "extra ==" in requirement:
+                continue
+            pending.append(re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0])
+    return [f"{name}=={version}" for name, version in sorted(pins.items())]
+
+
+def requirement_line(peer: Peer) -> str:
+    return " ".join([*peer.requirements, *shared_pins()])
+
+
+def venv_path(peer: Peer) -> Path:
+    line = f"{sys.version_info[0]}.{sys.version_info[1]} {requirement_line(peer)}"
+    return cache_dir() / f"{peer.name}-{hashlib.sha256(line.encode()).hexdigest()[:12]}"
+
+
+def venv_python(peer: Peer) -> Path | None:
+    """The peer's venv interpreter if the venv is complete, else None (never creates one)."""
+    place = venv_path(peer)
+    return place / "bin" / "python" if (place / "complete").is_file() else None
+
+
+def ensure_venv(peer: Peer) -> Path:
+    """The peer's venv interpreter, making the venv first if needed (needs PyPI)."""
+    found = venv_python(peer)
+    if found is not None:
+        return found
+    place = venv_path(peer)
+    if place.exists():  # an earlier attempt stopped half-way
+        shutil.rmtree(place)
+    place.parent.mkdir(parents=True, exist_ok=True)
+    python = place / "bin" / "python"
+    steps = [
+        [sys.executable, "-m", "venv", str(place)],
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
+         *peer.requirements, *shared_pins()],
+    ]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise VenvUnavailable(f"{peer.name}: `{' '.join(step[:4])} ...` failed: {last[:200]}")
+    freeze = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, check=True)
+    (place / "requirements.txt").write_text(requirement_line(peer).replace(" ", "\n") + "\n")
+    (place / "freeze.txt").write_text(freeze.stdout)
+    (place / "complete").write_text("ok\n")
+    return python
+
+
+def _child_env(extra: Iterable[tuple[str, str]]) -> dict[str, str]:
+    # No variable of ours or of a peer leaks in from the caller's shell: each variant sees
+    # exactly its own switches.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SWITCH_PREFIXES) and k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(ROOT)
+    # One hash seed for every process, so that dict and set layouts do not differ from one
+    # variant's process to the next.
+    env["PYTHONHASHSEED"] = "0"
+    env.update(extra)
+    return env
+
+
+def workload() -> dict[str, Any]:
+    """The request and the mock's answer, the same for every variant."""
+    # The third call of the synthetic session: system prompt, a finished exchange (user line,
+    # assistant tool calls, two tool results, the answer), a new user line; answered with two
+    # tool calls.
+    call = synthetic_calls(3)[2]
+    response = call.response
+    message = dict(response["choices"][0]["message"])
+    message.update(refusal=None, annotations=[])
+    usage = dict(response["usage"])
+    usage["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+    usage["completion_tokens_details"] = {"reasoning_tokens": 0, "audio_tokens": 0,
+                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    body = {
+        "id": response["id"], "object": "chat.completion", "created": 1_767_225_600,
+        "model": response["model"], "service_tier": "default", "system_fingerprint": "fp_bench0001",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls"}],
+        "usage": usage,
+    }
+    user_lines = [m["content"] for m in call.messages if m["role"] == "user"]
+    arguments = [c["function"]["arguments"] for c in message["tool_calls"]]
+    tool_results = [m["content"] for m in call.messages if m["role"] == "tool"]
+    markers = [*user_lines, *arguments, *tool_results, call.messages[0]["content"][:60]]
+    return {"base_url": BASE_URL, "model": MODEL, "messages": call.messages, "tools": call.tools,
+            "body": body, "markers": markers}
+
+
+@dataclass
+class Variant:
+    key: str  # e.g. "official+metrics"
+    runner: str  # the runner's variant name
+    python: str
+    metrics: bool
+    env: tuple[tuple[str, str], ...] = ()
+
+
+class Child:
+    """One variant's process for one round: started, warmed up, then sampled on request."""
+
+    def __init__(self, variant: Variant, spec: dict[str, Any], workdir: Path) -> None:
+        self.variant = variant
+        path = workdir / f"spec-{variant.key}.json"
+        path.write_text(json.dumps({**spec, "variant": variant.runner, "metrics": variant.metrics}))
+        self.errors = (workdir / f"stderr-{variant.key}.txt").open("w+")
+        self.process = subprocess.Popen(
+            [variant.python, "-m", "bench.peer_runner", str(path)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.errors, text=True, cwd=ROOT, env=_child_env(variant.env))
+
+    def _line(self, timeout: float) -> str:
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.process.kill()
+            self.process.wait()
+            self.errors.seek(0)
+            last = (self.errors.read().strip().splitlines() or [f"no answer (exit {self.process.returncode})"])[-1]
+            raise RuntimeError(f"{self.variant.key}: {last[:300]}")
+        return line
+
+    def ready(self) -> None:
+        if self._line(CHILD_TIMEOUT).strip() != "ready":
+            raise RuntimeError(f"{self.variant.key}: did not say ready")
+
+    def ask(self, command: str) -> dict[str, Any]:
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return json.loads(self._line(CHILD_TIMEOUT))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.errors.close()
+
+
+def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> list[Variant]:
+    here = sys.executable
+    found = [Variant("bare", "bare", here, False), Variant("bare_live", "bare_live", here, False),
+             Variant("ours", "ours", here, False)]
+    if ours_metrics:
+        found.append(Variant("ours+metrics", "ours", here, True))
+    if smoke:
+        return found
+    for peer in PEERS:
+        try:
+            python = str(ensure_venv(peer))
+        except (VenvUnavailable, subprocess.TimeoutExpired, OSError) as error:
+            blocked[peer.name] = str(error)
+            continue
+        found.append(Variant(peer.name, peer.name, python, False, peer.env))
+        if peer.records_metrics:
+            found.append(Variant(f"{peer.name}+metrics", peer.name, python, True, peer.env))
+    return found
+
+
+def ours_records_metrics() -> bool:
+    """Whether this cafe_otel can record metrics for ours (see peer_runner.metrics_hook)."""
+    try:
+        import cafe_otel.metrics_listener  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _round(variants: list[Variant], spec: dict[str, Any], workdir: Path, number: int, samples: int,
+           calls: int, failed: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """One round: a fresh process for every variant, then `samples` slots in which each
+    variant runs one sample of `calls` calls, the order rotating from slot to slot."""
+    children: dict[str, Child] = {}
+    taken: dict[str, dict[str, Any]] = {}
+
+    def drop(key: str, error: Exception) -> None:
+        if key in ESSENTIAL:
+            raise error
+        failed[key] = str(error)
+        children.pop(key).close()
+
+    try:
+        for variant in variants:
+            if variant.key not in failed:
+                children[variant.key] = Child(variant, spec, workdir)
+        for key in list(children):
+            try:
+                children[key].ready()
+            except RuntimeError as error:
+                drop(key, error)
+        cpu: dict[str, list[float]] = {key: [] for key in children}
+        wall: dict[str, list[float]] = {key: [] for key in children}
+        for slot in range(samples):
+            keys = list(children)
+            shift = (slot + number) % len(keys)
+            order = keys[shift:] + keys[:shift]
+            if (slot + number) % 2:
+                order.reverse()
+            for key in order:
+                try:
+                    answer = children[key].ask(f"sample {calls}")
+                except (RuntimeError, ValueError) as error:
+                    drop(key, error)
+                    continue
+                cpu[key].append(answer["cpu"])
+                wall[key].append(answer["wall"])
+        for key in list(children):
+            try:
+                result = children[key].ask("finish")
+            except (RuntimeError, ValueError) as error:
+                drop(key, error)
+                continue
+            taken[key] = {**result, "cpu": median(cpu[key]), "wall": median(wall[key]), "fastest": min(cpu[key])}
+    finally:
+        for child in children.values():
+            child.close()
+    return taken
+
+
+def run(smoke: bool = False, *, metrics: bool | None = None) -> list[Figure]:
+    """`metrics`: run ours with metrics too (default: when this cafe_otel has them)."""
+    rounds, warmup, samples, calls = (2, 20, 3, 20) if smoke else (5, 200, 30, 100)
+    ours_metrics = ours_records_metrics() if metrics is None else metrics
+    blocked: dict[str, str] = {}
+    variants = _variants(smoke, blocked, ours_metrics=ours_metrics)
+    spec = {**workload(), "warmup": warmup}
+    failed: dict[str, str] = {}
+    by_round: list[dict[str, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory(prefix="cafe-bench-peers-") as tmp:
+        for number in range(rounds):
+            by_round.append(_round(variants, spec, Path(tmp), number, samples, calls, failed))
+    kept = [v for v in variants if v.key not in failed]
+    # A variant's figure for a round: the median of its samples' CPU time a call.
+    paired = Paired({v.key: [taken[v.key]["cpu"] for taken in by_round] for v in kept})
+    walls = Paired({v.key: [taken[v.key]["wall"] for taken in by_round] for v in kept})
+    # Interference on a shared machine only ever slows a sample down, so each process's
+    # fastest sample is a steadier estimate; shown beside the medians as a cross-check.
+    fastest = Paired({v.key: [taken[v.key]["fastest"] for taken in by_round] for v in kept})
+    results = {v.key: [taken[v.key] for taken in by_round] for v in kept}
+    return _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls, smoke,
+                    ours_metrics)
+
+
+def _added(paired: Paired, key: str) -> tuple[float, float, float, float]:
+    """(median added µs, median ratio, lowest and highest added µs) over the rounds."""
+    added = sorted((v - b) * 1e6 for v, b in zip(paired.samples[key], paired.samples["bare"], strict=True))
+    return median(added), paired.ratio(key, "bare"), added[0], added[-1]
+
+
+def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, per, calls, smoke,
+             ours_metrics) -> list[Figure]:
+    keys = {v.key for v in variants}
+    bare_us = paired.median("bare") * 1e6
+    how = (f"CPU time a call; {rounds} rounds of a fresh process a variant, {per} samples of {calls} calls "
+           f"each, handed out in turn, order rotating")
+    rounds_us = ", ".join(f"{v * 1e6:.0f}" for v in paired.samples["bare"])
+    figures = [Figure(9, "bare openai SDK chat call, mock transport", bare_us, "µs", "",
+                      note=f"{how}; per round {rounds_us} µs; fastest samples {fastest.median('bare') * 1e6:.0f} µs; "
+                           f"wall clock {walls.median('bare') * 1e6:.0f} µs; openai {results['bare'][0]['openai']}")]
+    live_us = _added(paired, "bare_live")[0]
+
+    def peer_rows(suffix: str) -> dict[str, float]:
+        shown = {}
+        for peer in PEERS:
+            key = peer.name + suffix
+            if suffix and not peer.records_metrics:
+                continue
+            if peer.name in blocked or key in failed or key not in keys:
+                reason = ("skipped: not run in --smoke (no peer venvs are made)" if smoke else
+                          f"blocked: {blocked.get(peer.name) or failed.get(key, 'not run')}")
+                figures.append(Figure(9, f"{peer.label}{' + metrics' if suffix else ''}: added per call",
+                                      None, "µs", note=reason))
+                continue
+            added, ratio, low, high = _added(paired, key)
+            first = results[key][0]
+            spans = first["spans"] / first["calls"]
+            figures.append(Figure(
+                9, f"{peer.label}{' + metrics' if suffix else ''}: added per call", added, "µs", "",
+                note=f"{ratio:.2f}x the bare call; range {low:.0f}-{high:.0f} µs; by fastest samples "
+                     f"{_added(fastest, key)[0]:.0f} µs; {first['version']}, "
+                     f"{spans:g} span a call" + (f", {first['metric_points']} metric points" if suffix else "")))
+            shown[key] = added
+        return shown
+
+    def ours_row(key: str, title: str, peers: dict[str, float]) -> None:
+        added, ratio, low, high = _added(paired, key)
+        first = results[key][0]
+        beaten = [k for k, v in peers.items() if v <= added]
+        verdict = None if not peers else not beaten
+        spans = first["spans"] / first["calls"]
+        note = (f"{ratio:.2f}x the bare call; range {low:.0f}-{high:.0f} µs; by fastest samples "
+                f"{_added(fastest, key)[0]:.0f} µs; of which cafe's LiveClient "
+                f"without telemetry {live_us:.0f} µs; cafe-otel {first['version']}, {spans:g} span a call"
+                + (f", {first['metric_points']} metric points" if first.get("metric_points") else ""))
+        if beaten:
+            note += f"; not below {', '.join(beaten)}"
+        figures.append(Figure(9, title, added, "µs", "least of all" if peers else "", verdict, note))
+
+    spans_only = peer_rows("")
+    ours_row("ours", "ours (cafe LiveClient + cafe_otel), spans only: added per call", spans_only)
+    with_metrics = peer_rows("+metrics")
+    with_metrics.update({k: v for k, v in spans_only.items() if k == "openinference"})  # it records none
+    if "ours+metrics" in failed:
+        figures.append(Figure(9, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
+                              f"blocked: {failed['ours+metrics']}"))
+    elif ours_metrics and "ours+metrics" in keys:
+        ours_row("ours+metrics", "ours, spans + metrics: added per call", with_metrics)
+    else:
+        figures.append(Figure(9, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
+                              "not measured: this cafe_otel records no metrics yet (run(metrics=True) "
+                              "once cafe_otel.metrics_listener exists; it is picked up by itself)"))
+    return figures
