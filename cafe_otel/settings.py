@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from cafe.errors import ConfigurationError
+from cafe.urls import http_url_problem
 from cafe_otel import semconv as sc
 from cafe_otel.content import CaptureMode, capture_mode
 
@@ -229,24 +230,11 @@ def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> st
 
 
 def check_endpoint(url: str, source: str) -> str:
-    """An http(s) URL with a host and, if any, a port in 1-65535. The error names the
-    problem, not the URL (it may carry a user:password part)."""
-    accepted = "use http(s)://HOST[:PORT] with a port from 1 to 65535"
-    if any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise TelemetryConfigError(f"{source}: the endpoint has a space or control character; {accepted}")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as error:
-        problem = ("unbalanced [ ] around an IPv6 address" if "IPv6" in str(error)
-                   else "the port is not a number from 1 to 65535")
-        raise TelemetryConfigError(f"{source}: {problem}; {accepted}") from None
-    if parts.scheme.lower() not in ("http", "https"):
-        raise TelemetryConfigError(f"{source}: scheme {_shown(parts.scheme)} is not http or https; {accepted}")
-    if not parts.hostname:
-        raise TelemetryConfigError(f"{source}: the endpoint has no host; {accepted}")
-    if port == 0:
-        raise TelemetryConfigError(f"{source}: port 0 is not a port to send to; {accepted}")
+    """An http(s) URL with a host and, if any, a port in 1-65535 (`cafe.urls`). The error
+    names the problem, not the URL (it may carry a user:password part)."""
+    problem = http_url_problem(url)
+    if problem is not None:
+        raise TelemetryConfigError(f"{source}: {problem}; use http(s)://HOST[:PORT] with a port from 1 to 65535")
     return url
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from cafe.errors import ConfigurationError, MissingSettings
+from cafe.urls import http_url_problem
 
 # A recording scrubs the key wherever it occurs in text: a very short key would match
 # ordinary words and tool names. Kept equal to cafe.recording.scrub.MIN_SECRET_CHARS.
@@ -55,22 +56,10 @@ class Secret:
 
 
 def check_base_url(url: str, source: str) -> None:
-    """An http(s) URL with a host and, if any, a port in 1-65535. The error says what is wrong,
-    not the URL (it may carry a user:password part)."""
-    example = "use an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1"
-    if any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise ConfigurationError(f"{source}: the URL has a space or control character; {example}")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as error:
-        problem = ("unbalanced [ ] around an IPv6 address" if "IPv6" in str(error)
-                   else "the port is not a number from 1 to 65535")
-        raise ConfigurationError(f"{source}: {problem}; {example}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"{source}: not an http(s) URL with a host; {example}")
-    if port == 0:
-        raise ConfigurationError(f"{source}: port 0 is not a port to send to; {example}")
+    """An http(s) URL with a host and, if any, a port in 1-65535 (`cafe.urls`)."""
+    problem = http_url_problem(url)
+    if problem is not None:
+        raise ConfigurationError(f"{source}: {problem}; use an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
 
 
 @dataclass(frozen=True)

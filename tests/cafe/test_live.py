@@ -245,5 +245,6 @@ def test_unreachable_endpoint_is_a_model_call_error():
 def test_a_base_url_without_scheme_or_host_is_refused_without_showing_the_key(url):
     with pytest.raises(ConfigurationError) as caught:
         LiveSettings.from_env({"CAFE_BASE_URL": url, "CAFE_API_KEY": KEY, "CAFE_MODEL": "m"})
-    assert str(caught.value).startswith("CAFE_BASE_URL: not an http(s) URL with a host")
+    assert str(caught.value).startswith("CAFE_BASE_URL: ")
+    assert "is not http or https" in str(caught.value) or "has no host" in str(caught.value)
     _assert_no_key(str(caught.value))

@@ -153,8 +153,9 @@ def test_what_the_checker_passes_is_what_the_harness_relies_on(value):
     ("http://127.0.0.1:99999/v1", "the port is not a number from 1 to 65535"),
     ("http://user:hunter2pass@[::1/v1", "unbalanced [ ] around an IPv6 address"),
     ("http://host:port/v1", "the port is not a number from 1 to 65535"),
-    ("ftp://host/v1", "not an http(s) URL with a host"),
-    ("127.0.0.1:8000", "not an http(s) URL with a host"),
+    ("ftp://host/v1", "scheme 'ftp' is not http or https"),
+    ("127.0.0.1:8000", "scheme '' is not http or https"),
+    ("http:///v1", "the URL has no host"),
     ("http://127.0.0.1:0/v1", "port 0 is not a port to send to"),
     ("http://127.0.0.1:80 /v1", "the URL has a space or control character"),
 ])

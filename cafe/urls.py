@@ -1,0 +1,28 @@
+"""What is wrong with a URL that should reach an HTTP server: one check for the model's base
+URL (cafe) and the OTLP endpoints (cafe_otel), so both say the same thing the same way.
+
+The answer names the problem, never the URL: it may carry a user:password part."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+
+def http_url_problem(url: str) -> str | None:
+    """None for an http(s) URL with a host and, if any, a port in 1-65535; else what is wrong."""
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        return "the URL has a space or control character"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        return ("unbalanced [ ] around an IPv6 address" if "IPv6" in str(error)
+                else "the port is not a number from 1 to 65535")
+    if parts.scheme.lower() not in ("http", "https"):
+        shown = repr(parts.scheme[:20])
+        return f"scheme {shown} is not http or https"
+    if not parts.hostname:
+        return "the URL has no host"
+    if port == 0:
+        return "port 0 is not a port to send to"
+    return None
