@@ -35,3 +35,22 @@ def _same_types(a: Any, b: Any) -> bool:
     if kind_a is list:
         return all(map(_same_types, a, b))
     return True
+
+
+def describe(value: Any) -> str:
+    """What a value is, by type and size, never its content."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, list):
+        return f"an array of {len(value)}"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} key(s)" if value else "an empty object"
+    return type(value).__name__

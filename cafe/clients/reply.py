@@ -13,6 +13,7 @@ from typing import Any
 
 from cafe.clients.base import Message, Response
 from cafe.errors import ModelCallError
+from cafe.jsondata import describe as _kind
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 MAX_TOKENS = 2**31 - 1
@@ -23,23 +24,6 @@ class MalformedReply(ModelCallError):
         self.field = field
         super().__init__(f"model endpoint {endpoint} answered a malformed reply: {field}: expected {expected}, "
                          f"found {_kind(found)}")
-
-
-def _kind(value: Any) -> str:
-    """A value by type and size, never its content."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return f"a string of {len(value)} characters"
-    if isinstance(value, list):
-        return f"an array of {len(value)}"
-    if isinstance(value, dict):
-        return f"an object of {len(value)} key(s)"
-    return type(value).__name__
 
 
 def _text(value: Any) -> bool:

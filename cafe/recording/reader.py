@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cafe.consent import DECISIONS, EDIT
+from cafe.jsondata import describe as _kind
 from cafe.recording import format as _format
 from cafe.recording.errors import (
     MalformedLine,
@@ -53,25 +54,6 @@ _HEADER_RANGES = {
     "max_repairs": (0, 1_000_000, "an integer"),
     "temperature": (0, 2, "a number"),
 }
-
-
-def _kind(value: Any) -> str:
-    """What a value is, by type and size, never its content."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return f"a string of {len(value)} characters"
-    if isinstance(value, list):
-        return f"an array of {len(value)}"
-    if isinstance(value, dict):
-        return f"an object of {len(value)} key(s)" if value else "an empty object"
-    return type(value).__name__
 
 
 def _size(value: int | float) -> str:
