@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from cafe.consent import DECISIONS, EDIT
 from cafe.recording import format as _format
 from cafe.recording.errors import (
@@ -108,6 +110,39 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+# orjson reads an integer beyond 64 bits as a float where the strict decoder keeps it exact:
+# a line with a run of 20 digits, or of 19 after a minus sign, is left to the strict decoder
+# (found in C: every digit mapped to "0", then two substring searches).
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_INTEGERS = (b"0" * 20, b"-" + b"0" * 19)
+
+
+def _decode_fast(raw: bytes) -> Any:
+    """The line decoded by orjson, only where it provably agrees with `_decode`; else None
+    (then `_decode` gives the verdict and the named error).
+
+    orjson already refuses what the strict decoder refuses (NaN, Infinity, numbers that
+    overflow a double, bytes that are not UTF-8, control characters, lone surrogates) but
+    keeps the last of duplicated keys. Every key in the text is followed by one colon outside
+    a string, and orjson writes every key and every colon inside a string back as they were
+    read, so re-encoding the decoded value gives as many colons as the line holds exactly
+    when no key was dropped (a dropped member takes its key's colon with it)."""
+    # An escaped colon (\u003a) would hide a duplicated key from the count below.
+    if b"\\u003" in raw:
+        return None
+    digits = raw.translate(_DIGITS_AS_ZERO)
+    if _LONG_INTEGERS[0] in digits or _LONG_INTEGERS[1] in digits:
+        return None
+    try:
+        value = orjson.loads(raw)
+        again = orjson.dumps(value)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    if again.count(b":") != raw.count(b":"):
+        return None
+    return value
+
+
 def _decode(text: str) -> Any:
     return json.loads(
         text,
@@ -146,6 +181,9 @@ class _LineReader:
         return MalformedLine(self.path, line, expected, found, field)
 
     def parse(self, raw: bytes, number: int) -> dict[str, Any]:
+        fast = _decode_fast(raw)
+        if type(fast) is dict:
+            return fast
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
