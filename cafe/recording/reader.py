@@ -172,6 +172,10 @@ def open_for_reading(path: Path) -> IO[bytes]:
     return os.fdopen(descriptor, "rb")
 
 
+# What a message's content may be: a string, an array of parts, or null.
+_PLAIN_CONTENT = frozenset((str, list, type(None)))
+
+
 class _LineReader:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -295,6 +299,11 @@ class _LineReader:
             raise self.fail(number, "an array of messages", _found(request, "messages"),
                             field="request.messages")
         for position, message in enumerate(messages):
+            # The common message (role and text, no tool calls) passes here without a call or
+            # a field name made for it; any other goes through every check in `message`.
+            if (type(message) is dict and type(message.get("role")) is str
+                    and type(message.get("content")) in _PLAIN_CONTENT and message.get("tool_calls") is None):
+                continue
             self.message(message, number, f"request.messages[{position}]")
         tools = request.get("tools")
         if tools is not None and not isinstance(tools, list):
