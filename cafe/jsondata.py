@@ -6,6 +6,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
+
+# orjson refuses (instead of converting) subclasses of str, int, dict and list, dataclasses
+# and datetimes, so bytes it does write come from plain JSON types.
+_PLAIN = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+          | orjson.OPT_PASSTHROUGH_DATETIME)
+# Keys sorted, so that two equal dicts built in different orders still encode alike.
+_CANONICAL = _PLAIN | orjson.OPT_SORT_KEYS
+
 
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data, several times faster than `copy.deepcopy`; anything
@@ -19,11 +28,37 @@ def copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def fresh_json(value: Any) -> Any:
+    """A deep copy of a JSON document as read from a file (plain types, integers within 64
+    bits, no lone surrogates), made in C by encoding and decoding it; anything orjson cannot
+    round-trip exactly falls back to `copy_json`."""
+    try:
+        return orjson.loads(orjson.dumps(value, option=_PLAIN))
+    except orjson.JSONEncodeError:
+        return copy_json(value)
+
+
 def same_json(a: Any, b: Any) -> bool:
     """Equal as JSON documents: Python's `==` (fast, in C) and then the one thing it
     forgives that JSON does not, a boolean standing for a number (False == 0). An integer
-    and a float of the same value are the same JSON number and stay equal."""
-    return a == b and _same_types(a, b)
+    and a float of the same value are the same JSON number and stay equal.
+
+    The type check is first tried in C: equal values whose canonical encodings are the same
+    bytes have a boolean exactly where the other has one (true/false never encode like a
+    number). Only when the bytes differ (1 against 1.0, or a value orjson refuses) does the
+    walk in Python decide. (orjson writes an enum member as its value, as `json.dumps` does,
+    so a str or int enum is the same document as its value.)"""
+    if a != b:
+        return False
+    encoded = _canonical(a)
+    return (encoded is not None and encoded == _canonical(b)) or _same_types(a, b)
+
+
+def _canonical(value: Any) -> bytes | None:
+    try:
+        return orjson.dumps(value, option=_CANONICAL)
+    except orjson.JSONEncodeError:
+        return None
 
 
 def _same_types(a: Any, b: Any) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
-from cafe.jsondata import copy_json, same_json
+from cafe.jsondata import fresh_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
 from cafe.recording.format import Recording
@@ -93,7 +93,7 @@ class ReplayClient:
                 mismatch.incoming_request, mismatch.served = incoming, self.calls
                 raise mismatch
         self.calls += 1
-        response: Response = copy_json(recorded.response)
+        response: Response = fresh_json(recorded.response)
         return response
 
     @property

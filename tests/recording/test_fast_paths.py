@@ -1,0 +1,175 @@
+"""The fast paths of reading and replaying (orjson) agree with the strict, slow ones they
+stand in front of: the line decoder never accepts what the strict decoder refuses nor reads
+a value differently, and `same_json` gives the verdict of the walk it shortcuts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cafe.jsondata import _same_types, fresh_json, same_json
+from cafe.recording import MalformedLine, load_recording
+from cafe.recording.reader import _decode, _decode_fast
+from tests.recording.helpers import header, request
+
+SETTINGS = settings(max_examples=200, deadline=None)
+
+# Keys and strings are drawn from an alphabet rich in what could fool the checks: colons,
+# quotes, backslashes, digits, a "u003a" that becomes an escape once a backslash precedes it.
+_TEXT = st.text(alphabet=st.sampled_from(list(':"\\u003aAb9 -é\n\t\U0001f600')), max_size=8)
+_NUMBER = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**19, -(10**19)]),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+_LEAF = st.one_of(st.none(), st.booleans(), _NUMBER, _TEXT)
+
+
+def _text(node: Any, ascii_only: bool, spaced: bool) -> str:
+    """JSON text for a tree whose objects are lists of (key, value) pairs, so a key may repeat."""
+    comma, colon = (", ", ": ") if spaced else (",", ":")
+    if isinstance(node, tuple) and node and node[0] == "object":
+        members = (f"{json.dumps(k, ensure_ascii=ascii_only)}{colon}{_text(v, ascii_only, spaced)}"
+                   for k, v in node[1])
+        return "{" + comma.join(members) + "}"
+    if isinstance(node, list):
+        return "[" + comma.join(_text(item, ascii_only, spaced) for item in node) + "]"
+    return json.dumps(node, ensure_ascii=ascii_only)
+
+
+_TREE = st.recursive(
+    _LEAF,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(st.just("object"), st.lists(st.tuples(_TEXT, inner), max_size=4)),
+    ),
+    max_leaves=20,
+)
+
+
+@st.composite
+def json_lines(draw) -> bytes:
+    """A JSON object line, sometimes with a duplicated key, escapes, long integers, or noise."""
+    members = draw(st.lists(st.tuples(_TEXT, _TREE), max_size=5))
+    if members and draw(st.booleans()):
+        key, _ = draw(st.sampled_from(members))
+        members.insert(draw(st.integers(0, len(members))), (key, draw(_TREE)))
+    text = _text(("object", members), draw(st.booleans()), draw(st.booleans()))
+    if draw(st.integers(0, 4)) == 0:
+        position = draw(st.integers(0, len(text)))
+        text = text[:position] + draw(st.sampled_from(["NaN", "1e400", ":", "\\", '"', "9" * 20])) + text[position:]
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _strict(raw: bytes) -> Any:
+    try:
+        return _decode(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return ValueError
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Equal with the same type at every position (1 is not 1.0 here, and key order counts)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    return a == b or (a != a and b != b)
+
+
+@SETTINGS
+@given(json_lines())
+def test_the_fast_decoder_accepts_only_what_the_strict_one_reads_the_same(raw: bytes) -> None:
+    fast = _decode_fast(raw)
+    if fast is not None:
+        assert _identical(fast, _strict(raw))
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": 1, "a": 1}',
+    b'{"a": {"b": ":"}, "c": 2, "a": 3}',
+    b'{"x": "\\u003a", "a": 1, "a": 2}',
+    b'{"a\\u003A": 1, "a:": 2, "a:": 3}',
+    b'{"n": 123456789012345678901}',
+    b'{"n": -9223372036854775809}',
+    b'{"n": NaN}',
+    b'{"n": 1e400}',
+])
+def test_what_only_the_strict_decoder_can_judge_is_left_to_it(raw: bytes) -> None:
+    assert _decode_fast(raw) is None
+
+
+def test_a_file_with_a_duplicated_key_deep_in_a_request_is_still_refused(tmp_path: Path) -> None:
+    line = json.dumps({"call": 1, "request": request(), "response": {}}, sort_keys=True)
+    line = line.replace('"role": "system"', '"role": "system", "role": "user"', 1)
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(header()) + "\n" + line + "\n")
+    with pytest.raises(MalformedLine, match="duplicated key"):
+        load_recording(path)
+
+
+def test_integers_beyond_64_bits_load_exactly(tmp_path: Path) -> None:
+    response = {"choices": [{"message": {"role": "assistant", "content": "ok"}}],
+                "usage": {"prompt_tokens": 2**70, "completion_tokens": -(2**63) - 1}}
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(header()) + "\n"
+                    + json.dumps({"call": 1, "request": request(), "response": response}) + "\n")
+    usage = load_recording(path).calls[0].response["usage"]
+    assert usage == {"prompt_tokens": 2**70, "completion_tokens": -(2**63) - 1}
+    assert type(usage["prompt_tokens"]) is int
+
+
+def _edits(value: Any, draw: Any) -> Any:
+    """A copy of `value` with one leaf perhaps swapped for a look-alike (True for 1, 1.0 for 1...)."""
+    if isinstance(value, dict) and value and draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(value)))
+        return {**value, key: _edits(value[key], draw)}
+    if isinstance(value, list) and value and draw(st.booleans()):
+        position = draw(st.integers(0, len(value) - 1))
+        return [*value[:position], _edits(value[position], draw), *value[position + 1:]]
+    alike = {True: [1, 1.0, False], False: [0, 0.0, True], None: [False, 0]}
+    if isinstance(value, bool | type(None)):
+        return draw(st.sampled_from(alike[value]))
+    if isinstance(value, int | float):
+        return draw(st.sampled_from([float(value), int(value) if float(value).is_integer() else value,
+                                     value == 1, value + 1]))
+    return draw(st.sampled_from([value, str(value) + ":"]))
+
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 2.5]), _TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)),
+    max_leaves=15,
+)
+
+
+@SETTINGS
+@given(_JSON, st.data())
+def test_same_json_agrees_with_the_walk_on_random_edits(value: Any, data: st.DataObject) -> None:
+    edited = _edits(value, data.draw)
+    reordered = json.loads(json.dumps(edited, sort_keys=True))  # the recorded side: keys sorted
+    for other in (edited, reordered):
+        assert same_json(value, other) == (value == other and _same_types(value, other))
+
+
+@SETTINGS
+@given(_JSON)
+def test_fresh_json_is_an_identical_independent_copy(value: Any) -> None:
+    original = {"v": [value]}
+    copy = fresh_json(original)
+    assert _identical(copy, original)
+    copy["v"].append("added")
+    assert original == {"v": [value]}
+
+
+def test_fresh_json_copies_what_orjson_cannot_encode() -> None:
+    original = {"big": 2**70, "lone": "\ud800", "list": [1]}
+    copy = fresh_json(original)
+    assert copy == original and copy["list"] is not original["list"]
