@@ -7,6 +7,7 @@ Exit status is 0 whatever the figures are (a missed target is a finding, not a f
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import sys
 import tempfile
@@ -16,55 +17,27 @@ from pathlib import Path
 
 from bench.table import Figure, machine, render
 
-NAMES = {
-    1: "instrumentation overhead per model call",
-    2: "replay cost per call and growth",
-    3: "a dead backend",
-    4: "throughput into the real Collector",
-    5: "memory during an outage",
-    6: "import cost",
-    7: "scrubbing a recorded line",
-    8: "what each Collector tier costs",
-    9: "the peers: OpenAI instrumentations side by side",
+# number -> (what it measures, its module, whether its `run` takes a work directory)
+BENCHMARKS: dict[int, tuple[str, str, bool]] = {
+    1: ("instrumentation overhead per model call", "overhead", False),
+    2: ("replay cost per call and growth", "replay_scaling", True),
+    3: ("a dead backend", "dead_backend", True),
+    4: ("throughput into the real Collector", "throughput", True),
+    5: ("memory during an outage", "outage_memory", False),
+    6: ("import cost", "import_cost", False),
+    7: ("scrubbing a recorded line", "scrub_line", True),
+    8: ("what each Collector tier costs", "tiers", True),
+    9: ("the peers: OpenAI instrumentations side by side", "peers", False),
 }
+NAMES = {number: name for number, (name, _, _) in BENCHMARKS.items()}
 
 
 def _run_one(number: int, workdir: Path, smoke: bool) -> list[Figure]:
-    if number == 1:
-        from bench import overhead
-
-        return overhead.run(smoke=smoke)
-    if number == 2:
-        from bench import replay_scaling
-
-        return replay_scaling.run(workdir, smoke=smoke)
-    if number == 3:
-        from bench import dead_backend
-
-        return dead_backend.run(workdir, smoke=smoke)
-    if number == 4:
-        from bench import throughput
-
-        return throughput.run(workdir, smoke=smoke)
-    if number == 6:
-        from bench import import_cost
-
-        return import_cost.run(smoke=smoke)
-    if number == 7:
-        from bench import scrub_line
-
-        return scrub_line.run(workdir, smoke=smoke)
-    if number == 8:
-        from bench import tiers
-
-        return tiers.run(workdir, smoke=smoke)
-    if number == 9:
-        from bench import peers
-
-        return peers.run(smoke=smoke)
-    from bench import outage_memory
-
-    return outage_memory.run(smoke=smoke)
+    # Imported when run: a benchmark's module may pull in what the others do not need.
+    _, module_name, takes_workdir = BENCHMARKS[number]
+    module = importlib.import_module(f"bench.{module_name}")
+    figures: list[Figure] = module.run(workdir, smoke=smoke) if takes_workdir else module.run(smoke=smoke)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
