@@ -15,10 +15,8 @@ span per call, built from the same events and mapped by the same listener.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 from opentelemetry import trace
 
@@ -27,6 +25,7 @@ from cafe.outcomes import StopReason
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import replay_shift
+from cafe.recording.windows import call_windows
 from cafe.trace.clock import TickClock
 from cafe.trace.events import (
     ENDED,
@@ -44,43 +43,7 @@ from cafe.trace.tracer import Tracer
 from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.span_listener import SpanListener
 
-# The synthetic timeline: calls 1 ms long, 1 ms apart, after a 1 ms lead-in.
-SYNTHETIC_STEP_NS = 1_000_000
 UNKNOWN_PROVIDER = "unknown"
-
-
-@dataclass(frozen=True)
-class CallWindow:
-    start: int
-    end: int
-
-
-def call_windows(recording: Recording) -> tuple[CallWindow, list[CallWindow]]:
-    """The agent's window and each call's, in epoch ns."""
-    origin = recording.header.clock_origin_unix_nano or 0
-    calls: list[CallWindow] = []
-    for position, call in enumerate(recording.calls):
-        if call.timing is not None:
-            start = call.timing.start_unix_nano
-            calls.append(CallWindow(start, start + call.timing.duration_ns))
-        else:
-            start = origin + (2 * position + 1) * SYNTHETIC_STEP_NS
-            calls.append(CallWindow(start, start + SYNTHETIC_STEP_NS))
-    starts = [c.start for c in calls]
-    timed = any(c.timing is not None for c in recording.calls)
-    if recording.header.clock_origin_unix_nano is not None or not timed:
-        agent_start = min([origin, *starts])
-    else:
-        agent_start = min(starts)
-    agent_end = max([c.end for c in calls], default=agent_start)
-    if not timed:
-        agent_end += SYNTHETIC_STEP_NS  # close the synthetic shift a step after its last call
-    return CallWindow(agent_start, agent_end), calls
-
-
-def _request_model(recording: Recording, response: Mapping[str, Any]) -> str:
-    model = recording.model or "unknown"
-    return model if recording.header.model else response.get("model") or model
 
 
 def _stop_reason(recording: Recording) -> StopReason | None:
@@ -98,7 +61,7 @@ def calls_only_events(recording: Recording, *, keep_inputs: bool = False) -> lis
     for number, call in enumerate(recording.calls, start=2):
         temperature = call.request.get("temperature")
         request = GenerationRequest(
-            model=_request_model(recording, call.response),
+            model=call.model or "unknown",
             provider=provider,
             messages=(call.request.get("messages") or []) if keep_inputs else (),
             temperature=(float(temperature) if isinstance(temperature, int | float)
@@ -126,7 +89,8 @@ def on_timeline(events: Sequence[TraceEvent], recording: Recording) -> dict[int,
     """Each event's time (keyed by `id(event)`) on the recording's timeline: the shift's
     window at its ends, each generation at its call's window, and the events between two
     of those spread evenly between them."""
-    window, windows = call_windows(recording)
+    recorded = call_windows(recording)
+    window, windows = recorded.shift, recorded.calls
     anchors: dict[int, int] = {0: window.start, len(events) - 1: window.end}
     starts = ends = 0
     for index, event in enumerate(events):

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cafe.recording.format import RecordedCall, Recording
+from cafe.recording.windows import SYNTHETIC_STEP_NS, call_windows
 from cafe.tools import FIRE_TICKET, PROPOSE_ORDER
-
-SYNTHETIC_STEP_NS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -72,19 +71,6 @@ class ShiftTimeline:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _windows(recording: Recording) -> tuple[list[tuple[int, int]], bool]:
-    origin = recording.header.clock_origin_unix_nano or 0
-    windows = []
-    timed = all(call.timing is not None for call in recording.calls) and bool(recording.calls)
-    for position, call in enumerate(recording.calls):
-        if timed and call.timing is not None:
-            windows.append((call.timing.start_unix_nano, call.timing.start_unix_nano + call.timing.duration_ns))
-        else:
-            start = origin + (2 * position + 1) * SYNTHETIC_STEP_NS
-            windows.append((start, start + SYNTHETIC_STEP_NS))
-    return windows, timed
 
 
 def _reply(call: RecordedCall) -> dict[str, Any]:
@@ -163,7 +149,8 @@ def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, i
 
 
 def timeline(recording: Recording) -> ShiftTimeline:
-    windows, timed = _windows(recording)
+    recorded = call_windows(recording)
+    windows = [(window.start, window.end) for window in recorded.calls]
     model = recording.model or "unknown"
     calls: list[CallRow] = []
     seen = 0
@@ -174,10 +161,9 @@ def timeline(recording: Recording) -> ShiftTimeline:
         messages = _messages(call)
         raw_usage = call.response.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        response_model = call.response.get("model")
         calls.append(CallRow(
             index=call.index,
-            model=str(response_model) if isinstance(response_model, str) and not recording.header.model else model,
+            model=call.model or model,
             start_ns=start,
             end_ns=end,
             input_tokens=_int(usage.get("prompt_tokens")),
@@ -188,16 +174,14 @@ def timeline(recording: Recording) -> ShiftTimeline:
             tools=_tools(call, following, (end, max(next_start, end))),
         ))
         seen = len(messages) + 1  # the reply is part of the next request
-    origin = recording.header.clock_origin_unix_nano
-    starts = [start for start, _ in windows]
-    shift_start = min([origin, *starts]) if origin is not None else min(starts, default=0)
-    ends = [end for _, end in windows] + [tool.end_ns for call in calls for tool in call.tools]
+    shift_start = recorded.shift.start
+    ends = [recorded.shift.end] + [tool.end_ns for call in calls for tool in call.tools]
     return ShiftTimeline(
         title=f"shift {recording.header.conversation_id}" if recording.header.conversation_id else "shift",
         model=model,
         start_ns=shift_start,
         end_ns=max(ends, default=shift_start),
-        timed=timed,
+        timed=recorded.timed,
         stop_reason=recording.ending.stop_reason if recording.ending else None,
         calls=calls,
     )

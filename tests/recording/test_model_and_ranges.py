@@ -144,3 +144,18 @@ def test_an_absurd_export_timeout_is_a_usage_error(tmp_path: Path, timeout: str,
     assert code == 2
     err = capsys.readouterr().err
     assert "--timeout" in err and err.count("\n") == 1
+
+
+def test_each_plain_call_exports_with_its_own_model_the_line_before_the_response(tmp_path: Path):
+    """Two calls, each line naming its model, each response another: the spans take the lines'."""
+    path = tmp_path / "two.jsonl"
+    responses = [{**PLAIN_RESPONSE, "model": f"served-{n}"} for n in (1, 2)]
+    path.write_bytes(dump(*({"model": f"asked-{n}", "request": request(), "response": responses[n - 1]}
+                            for n in (1, 2))))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["export", str(path), "--out", str(tmp_path / "two.otlp")], environ={}, out=out, err=err,
+                load_plugins=installed_plugins)
+    assert code == 0, err.getvalue()
+    written = (tmp_path / "two.otlp").read_bytes()
+    assert b"chat asked-1" in written and b"chat asked-2" in written
+    assert b"chat served-" not in written
