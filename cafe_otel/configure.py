@@ -164,10 +164,13 @@ class TelemetryHandle:
         return tracer
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
-        """Values that must never leave in a span, e.g. `client.secrets()` of the live
+        """Values that must never leave in a span or a metric, e.g. `client.secrets()` of the live
         client (the same values a recording is scrubbed of)."""
+        secrets = tuple(secrets)
         if self._sanitiser is not None:
             self._sanitiser.add_secrets(secrets)
+        if self._metrics is not None:
+            self._metrics.add_secrets(secrets)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
         bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
@@ -255,6 +258,7 @@ def configure(
                                     schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
                                     environ=environ)
     account = TelemetryAccount()
+    secrets = tuple(secrets)  # read by the span sanitiser and the metrics listener both
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
@@ -302,6 +306,6 @@ def configure(
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
             explicit_exporter=metric_exporter is not None)
-        handle._metrics = MetricsListener(handle.meter_provider)
+        handle._metrics = MetricsListener(handle.meter_provider, account=account, secrets=secrets)
         account.enable_metrics()
     return handle

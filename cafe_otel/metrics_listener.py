@@ -23,12 +23,15 @@ an unknown name is `unknown_tool`) and `cafe.tool.status`, `cafe.tickets.fired`,
 
 Metadata only, bounded cardinality: every attribute value is an enum member, a model or
 provider name, a tool label or an endpoint. No conversation id, response id, call id,
-ticket number or free text ever becomes a metric attribute.
+ticket number or free text ever becomes a metric attribute. The model and server name
+a reply reports are the server's to choose, so every attribute passes the same shape table
+as a span's (`cafe_otel.shapes`) before it is recorded: a value that does not fit, or that
+holds one of the secrets we were given, is left off the point and counted in the account.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry import metrics
@@ -44,6 +47,8 @@ from cafe.trace.events import (
 )
 from cafe_otel import mapping
 from cafe_otel import semconv as sc
+from cafe_otel.account import TelemetryAccount
+from cafe_otel.metadata_processor import SpanSanitiser
 from cafe_otel.scope import our_version
 
 TOKEN_USAGE_BUCKETS: tuple[float, ...] = (
@@ -62,8 +67,14 @@ def meter_of(source: metrics.MeterProvider | metrics.Meter) -> metrics.Meter:
 
 
 class MetricsListener:
-    def __init__(self, source: metrics.MeterProvider | metrics.Meter) -> None:
+    def __init__(self, source: metrics.MeterProvider | metrics.Meter, *, account: TelemetryAccount | None = None,
+                 secrets: Iterable[str] = ()) -> None:
+        """`account` counts the attribute values left off for not fitting their shape;
+        `secrets` (a live client's `secrets()`) never appear on a metric."""
         meter = meter_of(source)
+        # The span sanitiser's attribute check, on the metric keys: the same shapes, the
+        # same memo of values already found to fit, the same count of what was withheld.
+        self._guard = SpanSanitiser(sc.METRIC_ATTRIBUTES, account=account, secrets=secrets)
         self._tokens = meter.create_histogram(
             sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE, unit="{token}", description="Number of input and output tokens used.",
             explicit_bucket_boundaries_advisory=TOKEN_USAGE_BUCKETS)
@@ -85,6 +96,13 @@ class MetricsListener:
             ToolEnded: self._tool_ended, ShiftEnded: self._shift_ended,
             TicketFired: self._ticket_fired, ConsentDecided: self._consent_decided,
         }
+
+    def add_secrets(self, secrets: Iterable[str]) -> None:
+        self._guard.add_secrets(secrets)
+
+    def _shaped(self, attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+        kept = self._guard.attributes(attributes)
+        return attributes if kept is None else kept
 
     def on_event(self, event: TraceEvent) -> None:
         handler = self._handlers.get(type(event))
@@ -112,11 +130,11 @@ class MetricsListener:
             for token_type, count in ((sc.TOKEN_TYPE_INPUT, result.input_tokens),
                                       (sc.TOKEN_TYPE_OUTPUT, result.output_tokens)):
                 if count is not None:
-                    self._tokens.record(count, {**attributes, sc.GEN_AI_TOKEN_TYPE: token_type})
+                    self._tokens.record(count, self._shaped({**attributes, sc.GEN_AI_TOKEN_TYPE: token_type}))
         if event.error is not None:
             attributes[sc.ERROR_TYPE] = event.error_type
         if started is not None:
-            self._duration.record(max(event.at - started, 0.0), attributes)
+            self._duration.record(max(event.at - started, 0.0), self._shaped(attributes))
 
     def _tool_ended(self, event: ToolEnded) -> None:
         attributes: dict[str, Any] = {sc.GEN_AI_TOOL_NAME: mapping.tool_label(event.name)}
@@ -124,13 +142,13 @@ class MetricsListener:
             attributes[sc.CAFE_TOOL_STATUS] = event.status.value
         if event.error is not None:
             attributes[sc.ERROR_TYPE] = event.error_type
-        self._tools.add(1, attributes)
+        self._tools.add(1, self._shaped(attributes))
 
     def _shift_ended(self, event: ShiftEnded) -> None:
         if event.stop_reason is not None:
-            self._shifts.add(1, {sc.CAFE_STOP_REASON: event.stop_reason.value})
+            self._shifts.add(1, self._shaped({sc.CAFE_STOP_REASON: event.stop_reason.value}))
         else:
-            self._shifts.add(1, {sc.ERROR_TYPE: event.error_type or "unknown"})
+            self._shifts.add(1, self._shaped({sc.ERROR_TYPE: event.error_type or "unknown"}))
         if event.repairs:
             self._repairs.add(event.repairs)
 
@@ -138,4 +156,4 @@ class MetricsListener:
         self._tickets.add(1)
 
     def _consent_decided(self, event: ConsentDecided) -> None:
-        self._consent.add(1, {sc.CAFE_CONSENT_OUTCOME: event.outcome.value})
+        self._consent.add(1, self._shaped({sc.CAFE_CONSENT_OUTCOME: event.outcome.value}))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cafe.outcomes import ConsentOutcome
 from cafe.tools import TOOL_NAMES
 from cafe_otel import semconv as sc
 
@@ -165,6 +166,8 @@ SHAPES: Mapping[str, Shape] = {
     sc.CAFE_SHIFT_TURNS: _int(0, 1_000_000),
     sc.CAFE_SHIFT_TICKETS: _int(0, 1_000_000),
     sc.CAFE_TOOL_STATUS: _TOKEN,
+    sc.CAFE_CONSENT_OUTCOME: _text(None, {outcome.value for outcome in ConsentOutcome}),
+    sc.GEN_AI_TOKEN_TYPE: _text(None, {sc.TOKEN_TYPE_INPUT, sc.TOKEN_TYPE_OUTPUT}),
     sc.CAFE_TICKET_NUMBER: _COUNT,
     sc.CAFE_GEN_AI_TOOL_CALLS: _text(IDENTIFIER_PATTERN, set(TOOL_NAMES) | {"unknown_tool"}, many=True),
     sc.CAFE_RECORDING_VERSION: _int(0, 1_000),
@@ -202,6 +205,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("resource", "what you configured (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), `telemetry.sdk.*` "
      "and, outside replays, a random `service.instance.id`"),
     ("ids, times, kind", "trace and span ids, timestamps, span kind, status code, dropped counts"),
+    ("metric attributes", "only the keys our metrics declare, each shaped as below (a value that does not fit, "
+     "or holds a secret, is left off the point and counted); no ids, no free text"),
 )
 
 

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -300,3 +302,59 @@ def test_the_cli_hands_the_live_clients_key_to_telemetry_and_content_is_scrubbed
     raw = receiver.raw()
     assert b"Your key is [REDACTED], as you asked." in raw
     assert KEY.encode() not in raw
+
+
+# --- metrics: a server's model name becomes a metric attribute -------------------------
+
+class KeptMetrics(MetricExporter):
+    """Keeps each export as the OTLP bytes a metrics exporter would send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data = b""
+
+    def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
+        self.data += encode_metrics(metrics_data).SerializeToString()
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+        return None
+
+
+def _live_shift_metrics(base_url: str) -> tuple[bytes, TelemetryAccount]:
+    metrics = KeptMetrics()
+    client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
+    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics, environ={},
+                       secrets=client.secrets(), schedule_delay=0.05)
+    cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
+    handle.shutdown(5.0)
+    assert b"gen_ai.client.token.usage" in metrics.data  # the export did happen
+    return metrics.data, handle.account
+
+
+def test_a_canary_in_a_server_reply_never_reaches_a_metric():
+    with echo_server(CANARY_REPLY) as url:
+        data, account = _live_shift_metrics(url)
+    assert MARK.encode() not in data
+    assert b"gen_ai.response.model" not in data  # "gpt <canary>, echo!" fits no model shape
+    # Left off every point it would have been on: tokens (input, output) and duration, per call.
+    assert account.withheld["gen_ai.response.model"] >= 3
+
+
+def test_a_server_that_names_the_key_as_its_model_does_not_put_it_on_a_metric():
+    reply = planted_reply(response_id="chatcmpl-abc{n}", model=KEY, finish_reason="stop",
+                          call_id="call_abc{n}", tool_name="price_check", text="Anything else?")
+    with echo_server(reply) as url:
+        data, account = _live_shift_metrics(url)
+    assert KEY.encode() not in data  # it fits the model shape: only the secret check stops it
+    assert account.withheld["gen_ai.response.model"] >= 3
+
+
+def test_a_legitimate_response_model_is_on_the_metrics():
+    with echo_server(LEGIT_REPLY) as url:
+        data, account = _live_shift_metrics(url)
+    assert b"gen_ai.response.model" in data and b"gpt-4o-mini" in data
+    assert account.withheld == {}

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_key_that_may_leave_has_a_shape_and_only_those():
-    assert set(SHAPES) == sc.METADATA_ALLOWLIST | sc.CONTENT_ATTRIBUTES
+    assert set(SHAPES) == sc.METADATA_ALLOWLIST | sc.CONTENT_ATTRIBUTES | sc.METRIC_ATTRIBUTES
     assert {key for key, shape in SHAPES.items() if shape.kind == CONTENT} == sc.CONTENT_ATTRIBUTES
     assert set(METADATA_KEYS) == sc.METADATA_ALLOWLIST  # the examples cover every key
 
