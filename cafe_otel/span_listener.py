@@ -2,9 +2,18 @@
 
 No second tree: the listener keeps only the spans still open (with the shift's
 conversation id and the turn they inherit), starts each as a child of its parent's OTel
-span and, live, attaches it as the current context so a third-party instrumented call made
-inside a generation nests under the `chat` span. Every attribute comes from
-`cafe_otel.mapping`, the one mapping shared by a live shift, a replay and `cafe export`.
+span and attaches it as the current context, so that a third-party instrumented call made
+inside it nests under it. Every attribute comes from `cafe_otel.mapping`, the one mapping
+shared by a live shift, a replay and `cafe export`.
+
+One saving, where it changes nothing seen: a generation whose client reports no network
+endpoint (a replay, a scripted or in-process model) is current as a `LazySpan`, and its
+OTel span is made when it ends, in one `start_span` with its start time and all its
+attributes, instead of being started, given its end attributes and ended. If anything
+inside the call looks at the current span (an instrumented HTTP client starting a child),
+the real span is made there and then, with the start it would have had. The exported span
+is the same either way (a test compares them). A client reached over the network (it
+reports `server_address`) always gets its span at the start.
 
 Times: the SDK's wall clock by default; with `origin_unix_nano`, the origin plus the
 event's clock reading (a `TickClock` replay gets the same timestamps every time); or an
@@ -15,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from time import time_ns
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -37,14 +48,26 @@ from cafe.trace.events import (
 from cafe_otel import mapping
 from cafe_otel import semconv as sc
 from cafe_otel.content import CaptureMode
+from cafe_otel.lazy_span import LazySpan
 from cafe_otel.scope import otel_tracer_of
 
 Timestamps = Callable[[TraceEvent], int | None]
 
 
 @dataclass(slots=True)
+class _Pending:
+    """A span made only at its end: what `start_span` will be given then."""
+
+    name: str
+    kind: SpanKind
+    attributes: dict[str, Any]
+    context: otel_context.Context | None
+    start_ns: int
+
+
+@dataclass(slots=True)
 class _Open:
-    span: Span
+    span: Span | _Pending
     token: Any  # the context token to detach at the end (None when not attached)
     conversation_id: str | None
     turn: int | None
@@ -59,6 +82,7 @@ class SpanListener:
         origin_unix_nano: int | None = None,
         timestamps: Timestamps | None = None,
         attach_context: bool = True,
+        defer_local_generations: bool = True,
     ) -> None:
         self._otel = otel_tracer_of(provider)
         self._capture = capture
@@ -67,6 +91,7 @@ class SpanListener:
         self._origin = origin_unix_nano
         self._timestamps = timestamps
         self._attach = attach_context
+        self._defer = defer_local_generations
         self._open: dict[int, _Open] = {}
         self.spans_started = 0
         self.trace_ids: list[str] = []  # of each shift, as 32 hex digits (what a backend's URL takes)
@@ -96,19 +121,34 @@ class SpanListener:
 
     # --- opening and closing ------------------------------------------------------------
     def _start(self, event: Any, name: str, kind: SpanKind, attributes: dict[str, Any],
-               conversation_id: str | None, turn: int | None) -> None:
+               conversation_id: str | None, turn: int | None, *, at_end: bool = False) -> None:
         parent = self._open.get(event.parent_id) if event.parent_id is not None else None
-        span = self._otel.start_span(
-            name,
-            # A root follows the current context: a shift run inside a caller's span nests there.
-            context=trace.set_span_in_context(parent.span) if parent is not None else None,
-            kind=kind,
-            attributes=attributes,
-            start_time=self._ns(event),
-        )
+        # A root follows the current context: a shift run inside a caller's span nests there.
+        context = trace.set_span_in_context(self._made(parent)) if parent is not None else None
         self.spans_started += 1
+        if at_end:
+            start_ns = self._ns(event)
+            record = _Open(_Pending(name, kind, attributes,
+                                    context if context is not None else otel_context.get_current(),
+                                    time_ns() if start_ns is None else start_ns),
+                           None, conversation_id, turn)
+            if self._attach:
+                record.token = otel_context.attach(trace.set_span_in_context(LazySpan(partial(self._made, record))))
+            self._open[event.span_id] = record
+            return
+        span = self._otel.start_span(name, context=context, kind=kind, attributes=attributes,
+                                     start_time=self._ns(event))
         token = otel_context.attach(trace.set_span_in_context(span)) if self._attach else None
         self._open[event.span_id] = _Open(span, token, conversation_id, turn)
+
+    def _made(self, record: _Open) -> Span:
+        """The record's OTel span, made now if it was waiting for its end (a span opened
+        inside a local generation, by the client itself, needs its parent)."""
+        if isinstance(record.span, _Pending):
+            pending = record.span
+            record.span = self._otel.start_span(pending.name, context=pending.context, kind=pending.kind,
+                                                attributes=pending.attributes, start_time=pending.start_ns)
+        return record.span
 
     def _inherited(self, event: Any) -> tuple[str | None, int | None]:
         parent = self._open.get(event.parent_id) if event.parent_id is not None else None
@@ -121,9 +161,19 @@ class SpanListener:
             return
         if record.token is not None:
             otel_context.detach(record.token)
-        span = record.span
         end = self._ns(event)
-        span.set_attributes(attributes)
+        if isinstance(record.span, _Pending):
+            pending = record.span
+            # As if started with the start attributes and then given these: a key set at
+            # both moves to the end, as BoundedAttributes does on a second set.
+            merged = ({key: value for key, value in pending.attributes.items() if key not in attributes}
+                      if not attributes.keys().isdisjoint(pending.attributes) else pending.attributes)
+            merged.update(attributes)
+            span = record.span = self._otel.start_span(pending.name, context=pending.context, kind=pending.kind,
+                                                       attributes=merged, start_time=pending.start_ns)
+        else:
+            span = record.span
+            span.set_attributes(attributes)
         if content is not None and self._content:
             found = content(event)
             if found:
@@ -152,7 +202,7 @@ class SpanListener:
     def _shift_started(self, event: ShiftStarted) -> None:
         self._start(event, mapping.shift_name(event), SpanKind.INTERNAL, mapping.shift_start(event),
                     event.conversation_id, None)
-        context = self._open[event.span_id].span.get_span_context()
+        context = self._made(self._open[event.span_id]).get_span_context()
         if context.is_valid:
             self.trace_ids.append(f"{context.trace_id:032x}")
 
@@ -171,7 +221,8 @@ class SpanListener:
         conversation_id, turn = self._inherited(event)
         # The model is reached over the network (or stands in for something that is): CLIENT.
         self._start(event, mapping.generation_name(event), SpanKind.CLIENT,
-                    mapping.generation_start(event, conversation_id, turn), conversation_id, turn)
+                    mapping.generation_start(event, conversation_id, turn), conversation_id, turn,
+                    at_end=self._defer and event.request.server_address is None)
 
     def _generation_ended(self, event: GenerationEnded) -> None:
         self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content,
