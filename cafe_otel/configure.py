@@ -40,12 +40,13 @@ from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
+from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode, content_scrubber
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.metric_settings import metrics_wanted, resolve_metric_settings
 from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
-from cafe_otel.metrics_listener import MetricsListener
+from cafe_otel.metrics_listener import MetricsListener, our_scope
 from cafe_otel.settings import (
     GRPC,
     Settings,
@@ -303,9 +304,10 @@ def configure(
         inner_metrics = (metric_exporter if metric_exporter is not None else
                          build_otlp_metric_exporter(settings, metric_settings,
                                                     exporter_headers(metric_settings.headers, settings.protocol)))
+        ours = InProcessMetrics(our_scope())
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
-            explicit_exporter=metric_exporter is not None)
-        handle._metrics = MetricsListener(handle.meter_provider, account=account, secrets=secrets)
+            explicit_exporter=metric_exporter is not None, ours=ours)
+        handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()
     return handle

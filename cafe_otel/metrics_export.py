@@ -4,9 +4,11 @@
 interface: an export never raises and never outlasts its bound, and every data point handed
 to it is settled in the account as exported or dropped with a cause (`timeout`, `busy`,
 `failure`, the exception's class name), under the SDK's own self-observability name
-`otel.sdk.exporter.metric_data_point.exported`. A periodic reader exports every
-`export_interval`; at shutdown the handle gives the exporter a deadline, so the final
-export (a shift shorter than the interval has only that one) is bounded like the spans'.
+`otel.sdk.exporter.metric_data_point.exported`. The reader (`MergingMetricReader`) exports
+every `export_interval` what the MeterProvider holds and our own streams
+(`InProcessMetrics`, which the handle's `MetricsListener` records into); at shutdown the
+handle gives the exporter a deadline, so the final export (a shift shorter than the
+interval has only that one) is bounded like the spans'.
 """
 
 from __future__ import annotations
@@ -16,17 +18,14 @@ import time
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-    PeriodicExportingMetricReader,
-)
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import FailSoft
 from cafe_otel.account import TelemetryAccount
+from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.failsoft import GRACE_SECONDS
+from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
 from cafe_otel.settings import GRPC, Settings, display_endpoint
 
@@ -141,16 +140,15 @@ def build_meter_provider(
     account: TelemetryAccount,
     inner: MetricExporter,
     explicit_exporter: bool,
+    ours: InProcessMetrics,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
     target = (f"{settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
               else type(inner).__name__)
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
                                       target=target)
-    reader = PeriodicExportingMetricReader(
-        exporter,
-        export_interval_millis=metric_settings.export_interval * 1000,
-        export_timeout_millis=metric_settings.export_timeout * 1000,
-    )
+    reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
+                                 export_timeout=metric_settings.export_timeout,
+                                 on_failure=lambda report: account.add_mirror_error(str(report)))
     provider = MeterProvider(
         metric_readers=[reader],
         resource=resource,

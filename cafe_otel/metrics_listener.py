@@ -27,14 +27,21 @@ ticket number or free text ever becomes a metric attribute. The model and server
 a reply reports are the server's to choose, so every attribute passes the same shape table
 as a span's (`cafe_otel.shapes`) before it is recorded: a value that does not fit, or that
 holds one of the secrets we were given, is left off the point and counted in the account.
+
+Where it records: given an `InProcessMetrics` (what `configure()` hands it), into our own
+streams, aggregated where they are recorded (`cafe_otel.aggregation`: three SDK histogram
+records a model call would cost more than its span); given any MeterProvider or Meter,
+through that meter's instruments. Both give the same points (a test holds them equal). The
+attributes of a call are shaped once per distinct set, not once per record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from opentelemetry import metrics
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from cafe.trace.events import (
     ConsentDecided,
@@ -48,6 +55,7 @@ from cafe.trace.events import (
 from cafe_otel import mapping
 from cafe_otel import semconv as sc
 from cafe_otel.account import TelemetryAccount
+from cafe_otel.aggregation import AttributeKey, InProcessMetrics
 from cafe_otel.metadata_processor import SpanSanitiser
 from cafe_otel.scope import our_version
 
@@ -57,6 +65,7 @@ TOKEN_USAGE_BUCKETS: tuple[float, ...] = (
 DURATION_BUCKETS: tuple[float, ...] = (
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 )
+_MEMO_SIZE = 1024  # distinct attribute sets remembered with their shaped form
 
 
 def meter_of(source: metrics.MeterProvider | metrics.Meter) -> metrics.Meter:
@@ -66,30 +75,78 @@ def meter_of(source: metrics.MeterProvider | metrics.Meter) -> metrics.Meter:
     return source.get_meter(sc.INSTRUMENTATION_NAME, our_version(), schema_url=sc.SCHEMA_URL)
 
 
+def our_scope() -> InstrumentationScope:
+    return InstrumentationScope(sc.INSTRUMENTATION_NAME, our_version(), sc.SCHEMA_URL)
+
+
+class _Histogram(Protocol):
+    def record(self, value: float, key: AttributeKey) -> None: ...
+
+
+class _Counter(Protocol):
+    def add(self, amount: int, key: AttributeKey = ()) -> None: ...
+
+
+class _OnMeter:
+    """An API instrument behind the streams' interface: the key becomes the attributes."""
+
+    def __init__(self, instrument: Any) -> None:
+        self._instrument = instrument
+
+    def record(self, value: float, key: AttributeKey) -> None:
+        self._instrument.record(value, dict(key))
+
+    def add(self, amount: int, key: AttributeKey = ()) -> None:
+        self._instrument.add(amount, dict(key))
+
+
+_INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...] | None]] = {
+    # name: (unit, description, histogram boundaries or None for a counter)
+    sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE: ("{token}", "Number of input and output tokens used.", TOKEN_USAGE_BUCKETS),
+    sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION: ("s", "GenAI operation duration.", DURATION_BUCKETS),
+    sc.CAFE_SHIFTS: ("{shift}", "Shifts, by stop reason.", None),
+    sc.CAFE_TOOL_EXECUTIONS: ("{execution}", "Tool executions, by tool and status.", None),
+    sc.CAFE_TICKETS_FIRED: ("{ticket}", "Tickets sent to the kitchen.", None),
+    sc.CAFE_CONSENT_DECISIONS: ("{decision}", "Consent-gate rounds, by outcome.", None),
+    sc.CAFE_REPAIRS_USED: ("{repair}", "Invalid tool calls re-asked (repair budget spent).", None),
+}
+
+
+def _instrument(source: metrics.Meter | InProcessMetrics, name: str) -> Any:
+    unit, description, boundaries = _INSTRUMENTS[name]
+    if isinstance(source, InProcessMetrics):
+        if boundaries is None:
+            return source.counter(name, unit=unit, description=description)
+        return source.histogram(name, unit=unit, description=description, boundaries=boundaries)
+    if boundaries is None:
+        return _OnMeter(source.create_counter(name, unit=unit, description=description))
+    return _OnMeter(source.create_histogram(name, unit=unit, description=description,
+                                            explicit_bucket_boundaries_advisory=boundaries))
+
+
 class MetricsListener:
-    def __init__(self, source: metrics.MeterProvider | metrics.Meter, *, account: TelemetryAccount | None = None,
-                 secrets: Iterable[str] = ()) -> None:
+    def __init__(self, source: metrics.MeterProvider | metrics.Meter | InProcessMetrics, *,
+                 account: TelemetryAccount | None = None, secrets: Iterable[str] = ()) -> None:
         """`account` counts the attribute values left off for not fitting their shape;
         `secrets` (a live client's `secrets()`) never appear on a metric."""
-        meter = meter_of(source)
-        # The span sanitiser's attribute check, on the metric keys: the same shapes, the
-        # same memo of values already found to fit, the same count of what was withheld.
-        self._guard = SpanSanitiser(sc.METRIC_ATTRIBUTES, account=account, secrets=secrets)
-        self._tokens = meter.create_histogram(
-            sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE, unit="{token}", description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=TOKEN_USAGE_BUCKETS)
-        self._duration = meter.create_histogram(
-            sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION, unit="s", description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
-        self._shifts = meter.create_counter(sc.CAFE_SHIFTS, unit="{shift}", description="Shifts, by stop reason.")
-        self._tools = meter.create_counter(
-            sc.CAFE_TOOL_EXECUTIONS, unit="{execution}", description="Tool executions, by tool and status.")
-        self._tickets = meter.create_counter(
-            sc.CAFE_TICKETS_FIRED, unit="{ticket}", description="Tickets sent to the kitchen.")
-        self._consent = meter.create_counter(
-            sc.CAFE_CONSENT_DECISIONS, unit="{decision}", description="Consent-gate rounds, by outcome.")
-        self._repairs = meter.create_counter(
-            sc.CAFE_REPAIRS_USED, unit="{repair}", description="Invalid tool calls re-asked (repair budget spent).")
+        target = source if isinstance(source, InProcessMetrics) else meter_of(source)
+        self._tokens: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)
+        self._duration: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+        self._shifts: _Counter = _instrument(target, sc.CAFE_SHIFTS)
+        self._tools: _Counter = _instrument(target, sc.CAFE_TOOL_EXECUTIONS)
+        self._tickets: _Counter = _instrument(target, sc.CAFE_TICKETS_FIRED)
+        self._consent: _Counter = _instrument(target, sc.CAFE_CONSENT_DECISIONS)
+        self._repairs: _Counter = _instrument(target, sc.CAFE_REPAIRS_USED)
+        # The span sanitiser's attribute check, on the metric keys: the same shapes. What it
+        # leaves off is counted here, once an event (it would count each memo miss only).
+        self._account = account
+        self._guard = SpanSanitiser(sc.METRIC_ATTRIBUTES, secrets=secrets)
+        # raw key -> (shaped key, keys withheld from it): an event's attributes repeat.
+        self._shaped_keys: dict[AttributeKey, tuple[AttributeKey, tuple[str, ...]]] = {}
+        # (provider, request model, response model, address, port, error type) ->
+        # ((the shaped keys of input tokens, output tokens and duration), keys withheld)
+        self._call_keys: dict[tuple[Any, ...], tuple[tuple[AttributeKey, AttributeKey, AttributeKey],
+                                                     tuple[str, ...]]] = {}
         self._started: dict[int, float] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             GenerationStarted: self._generation_started, GenerationEnded: self._generation_ended,
@@ -99,10 +156,32 @@ class MetricsListener:
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
         self._guard.add_secrets(secrets)
+        self._shaped_keys = {}  # what fit before may hold one of them
+        self._call_keys = {}
 
-    def _shaped(self, attributes: Mapping[str, Any]) -> Mapping[str, Any]:
-        kept = self._guard.attributes(attributes)
-        return attributes if kept is None else kept
+    def _shape(self, raw: AttributeKey) -> tuple[AttributeKey, tuple[str, ...]]:
+        found = self._shaped_keys.get(raw)
+        if found is None:
+            kept = self._guard.attributes(dict(raw))
+            if kept is None:
+                found = (raw, ())
+            else:
+                found = (tuple(kept.items()), tuple(key for key, _ in raw if key not in kept))
+            if len(self._shaped_keys) >= _MEMO_SIZE:
+                self._shaped_keys = {}
+                self._call_keys = {}
+            self._shaped_keys[raw] = found
+        return found
+
+    def _count(self, withheld: tuple[str, ...]) -> None:
+        if withheld and self._account is not None:
+            for key in withheld:
+                self._account.add_withheld(key)
+
+    def _shaped(self, raw: AttributeKey) -> AttributeKey:
+        shaped, withheld = self._shape(raw)
+        self._count(withheld)
+        return shaped
 
     def on_event(self, event: TraceEvent) -> None:
         handler = self._handlers.get(type(event))
@@ -112,43 +191,57 @@ class MetricsListener:
     def _generation_started(self, event: GenerationStarted) -> None:
         self._started[event.span_id] = event.at
 
+    def _keys_of_call(self, call: tuple[Any, ...]) -> tuple[tuple[AttributeKey, AttributeKey, AttributeKey],
+                                                           tuple[str, ...]]:
+        provider, request_model, response_model, address, port, error_type = call
+        attributes: list[tuple[str, Any]] = [(sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT),
+                                             (sc.GEN_AI_PROVIDER_NAME, provider or mapping.UNKNOWN_PROVIDER)]
+        if request_model:
+            attributes.append((sc.GEN_AI_REQUEST_MODEL, request_model))
+        if response_model:
+            attributes.append((sc.GEN_AI_RESPONSE_MODEL, response_model))
+        server = mapping.server_attributes(address, port)
+        if sc.SERVER_ADDRESS in server:  # the port only with its address
+            attributes.extend(server.items())
+        base = tuple(attributes)
+        duration = (*base, (sc.ERROR_TYPE, error_type)) if error_type is not None else base
+        shaped = [self._shape((*base, (sc.GEN_AI_TOKEN_TYPE, sc.TOKEN_TYPE_INPUT))),
+                  self._shape((*base, (sc.GEN_AI_TOKEN_TYPE, sc.TOKEN_TYPE_OUTPUT))),
+                  self._shape(duration)]
+        withheld = tuple(dict.fromkeys(key for _, left_off in shaped for key in left_off))
+        return (shaped[0][0], shaped[1][0], shaped[2][0]), withheld
+
     def _generation_ended(self, event: GenerationEnded) -> None:
         started = self._started.pop(event.span_id, None)
         request, result = event.request, event.result
-        attributes: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-            sc.GEN_AI_PROVIDER_NAME: request.provider or mapping.UNKNOWN_PROVIDER,
-        }
-        if request.model:
-            attributes[sc.GEN_AI_REQUEST_MODEL] = request.model
-        if result is not None and result.model:
-            attributes[sc.GEN_AI_RESPONSE_MODEL] = result.model
-        server = mapping.server_attributes(request.server_address, request.server_port)
-        if sc.SERVER_ADDRESS in server:  # the port only with its address
-            attributes.update(server)
+        call = (request.provider, request.model, result.model if result is not None else None,
+                request.server_address, request.server_port, event.error_type)
+        found = self._call_keys.get(call)
+        if found is None:
+            found = self._call_keys[call] = self._keys_of_call(call)
+        keys, withheld = found
+        self._count(withheld)
         if result is not None:
-            for token_type, count in ((sc.TOKEN_TYPE_INPUT, result.input_tokens),
-                                      (sc.TOKEN_TYPE_OUTPUT, result.output_tokens)):
-                if count is not None:
-                    self._tokens.record(count, self._shaped({**attributes, sc.GEN_AI_TOKEN_TYPE: token_type}))
-        if event.error is not None:
-            attributes[sc.ERROR_TYPE] = event.error_type
+            if result.input_tokens is not None:
+                self._tokens.record(result.input_tokens, keys[0])
+            if result.output_tokens is not None:
+                self._tokens.record(result.output_tokens, keys[1])
         if started is not None:
-            self._duration.record(max(event.at - started, 0.0), self._shaped(attributes))
+            self._duration.record(max(event.at - started, 0.0), keys[2])
 
     def _tool_ended(self, event: ToolEnded) -> None:
-        attributes: dict[str, Any] = {sc.GEN_AI_TOOL_NAME: mapping.tool_label(event.name)}
+        attributes: list[tuple[str, Any]] = [(sc.GEN_AI_TOOL_NAME, mapping.tool_label(event.name))]
         if event.status is not None:
-            attributes[sc.CAFE_TOOL_STATUS] = event.status.value
+            attributes.append((sc.CAFE_TOOL_STATUS, event.status.value))
         if event.error is not None:
-            attributes[sc.ERROR_TYPE] = event.error_type
-        self._tools.add(1, self._shaped(attributes))
+            attributes.append((sc.ERROR_TYPE, event.error_type))
+        self._tools.add(1, self._shaped(tuple(attributes)))
 
     def _shift_ended(self, event: ShiftEnded) -> None:
         if event.stop_reason is not None:
-            self._shifts.add(1, self._shaped({sc.CAFE_STOP_REASON: event.stop_reason.value}))
+            self._shifts.add(1, self._shaped(((sc.CAFE_STOP_REASON, event.stop_reason.value),)))
         else:
-            self._shifts.add(1, self._shaped({sc.ERROR_TYPE: event.error_type or "unknown"}))
+            self._shifts.add(1, self._shaped(((sc.ERROR_TYPE, event.error_type or "unknown"),)))
         if event.repairs:
             self._repairs.add(event.repairs)
 
@@ -156,4 +249,4 @@ class MetricsListener:
         self._tickets.add(1)
 
     def _consent_decided(self, event: ConsentDecided) -> None:
-        self._consent.add(1, self._shaped({sc.CAFE_CONSENT_OUTCOME: event.outcome.value}))
+        self._consent.add(1, self._shaped(((sc.CAFE_CONSENT_OUTCOME, event.outcome.value),)))
