@@ -1,15 +1,18 @@
 """Figure 1: what our instrumentation costs per model call, against the bare OTel SDK.
 
 Candidate (the full cafe_otel path for one generation, spans and metrics on, content off):
-`cafe_otel.configure(exporter=a do-nothing exporter)` -> `handle.tracer(tree=False)` (a
-cafe Tracer whose listeners are the SpanListener and a MetricsListener on an SDK
-MeterProvider) -> cafe's `TracingClient` around a client that answers at once. One `chat` =
-the generation's two typed events (no copy of the input: content is off), the OTel span
-made straight from them with the GenAI start and end attributes, the context attach, the
-MetadataOnlySpanProcessor's sanitised copy, the enqueue into cafe_otel's batch processor
-(whose worker hands batches to the exporter through the fail-soft boundary), and the three
-GenAI histogram records (input and output tokens, duration). Also measured: spans only, spans with the
-in-memory tree (`handle.tracer()`, what the CLI uses to render the shift), content on.
+`cafe_otel.configure(exporter=a do-nothing exporter, metric_exporter=a do-nothing one)` ->
+`handle.tracer(tree=False)` (a cafe Tracer whose listeners are the SpanListener and the
+handle's MetricsListener, recording into its in-process streams) -> cafe's `TracingClient`
+around a local client that answers at once. One `chat` = the generation's two typed events
+(no copy of the input: content is off), the current-span stand-in attached and detached,
+the OTel span made at the end in one `start_span` with the GenAI start and end attributes,
+the MetadataOnlySpanProcessor's check, the enqueue into cafe_otel's batch processor (whose
+worker hands batches to the exporter through the fail-soft boundary), and the three GenAI
+histogram records (input and output tokens, duration). Also measured: spans only; a client
+that reports a network endpoint (its span is started, made current and ended the usual
+way); the MetricsListener on an SDK MeterProvider's instruments instead of our streams;
+the in-memory tree (`handle.tracer()`, what the CLI uses to render the shift); content on.
 
 Baseline (the bare SDK doing the same span): a `TracerProvider` with the SDK's stock
 `BatchSpanProcessor` over the same do-nothing exporter; `start_as_current_span` with the
@@ -31,7 +34,7 @@ from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from bench.nothing import NothingExporter
+from bench.nothing import NothingExporter, NothingMetricExporter
 from bench.stats import interleaved
 from bench.synthetic import synthetic_calls
 from bench.table import Figure
@@ -52,7 +55,7 @@ class KeepingExporter(NothingExporter):
 
 
 class InstantClient:
-    """A model that answers at once with a fixed response."""
+    """A local model that answers at once with a fixed response."""
 
     model = "gpt-4o-mini-2024-07-18"
     provider = "openai"
@@ -66,18 +69,27 @@ class InstantClient:
         return self.response
 
 
+class InstantNetworkClient(InstantClient):
+    """The same, reporting a network endpoint as a live client does."""
+
+    server_address = "api.openai.com"
+    server_port = 443
+
+
 def _call():
     # The second call of the synthetic session: system, user, assistant tool calls, two tool
     # results; a realistic mid-shift request.
     return synthetic_calls(2)[1]
 
 
-def _configure(capture: bool, exporter: SpanExporter, metadata_only: bool = True):
+def _configure(capture: bool, exporter: SpanExporter, metadata_only: bool = True, metrics: bool = False):
     import cafe_otel
 
     return cafe_otel.configure(
         "bench", exporter=exporter, capture_content="SPAN_ONLY" if capture else "NO_CONTENT",
-        environ={}, max_queue_size=2048, metadata_only=metadata_only,
+        environ={}, max_queue_size=2048, metadata_only=metadata_only, metrics=metrics,
+        # Collected never during the run: what is timed is the recording, as on a live shift.
+        metric_exporter=NothingMetricExporter() if metrics else None, metric_export_interval=3600 if metrics else None,
     )
 
 
@@ -117,17 +129,18 @@ def run(smoke: bool = False) -> list[Figure]:
 
     meters = _meter_provider()
 
-    def ours(capture: bool, metadata_only: bool = True, *, tree: bool = False, metrics: bool = True):
-        handle = _configure(capture, NothingExporter(), metadata_only)
+    def ours(capture: bool, metadata_only: bool = True, *, tree: bool = False, metrics: bool = True,
+             sdk_metrics: bool = False, client: type[InstantClient] = InstantClient):
+        handle = _configure(capture, NothingExporter(), metadata_only, metrics=metrics and not sdk_metrics)
         handles.append(handle)
-        listener = MetricsListener(meters.get_meter(f"bench.{len(handles)}")) if metrics else None
+        listener = MetricsListener(meters.get_meter(f"bench.{len(handles)}")) if sdk_metrics else None
 
         def sample() -> float:
             # A tracer holds one shift: a fresh one per sample, as per shift.
             tracer = handle.tracer(tree=tree)
             if listener is not None:
                 tracer.add_listener(listener)
-            chat = TracingClient(InstantClient(call.response), tracer).chat
+            chat = TracingClient(client(call.response), tracer).chat
             begin = time.perf_counter()
             for _ in range(ops):
                 chat(call.messages, call.tools, call.temperature)
@@ -184,6 +197,8 @@ def run(smoke: bool = False) -> list[Figure]:
     ours_on, handle_on = ours(True)
     ours_unfiltered, _ = ours(False, metadata_only=False)
     ours_spans, _ = ours(False, metrics=False)
+    ours_network, _ = ours(False, client=InstantNetworkClient)
+    ours_sdk_metrics, _ = ours(False, sdk_metrics=True)
     ours_tree, _ = ours(False, tree=True)
     variants = {
         "sdk": bare(lambda: BatchSpanProcessor(NothingExporter()), start_attrs, end_attrs),
@@ -193,6 +208,8 @@ def run(smoke: bool = False) -> list[Figure]:
         "ours_content": ours_on,
         "ours_unfiltered": ours_unfiltered,
         "ours_spans": ours_spans,
+        "ours_network": ours_network,
+        "ours_sdk_metrics": ours_sdk_metrics,
         "ours_tree": ours_tree,
         "noop_otel": noop_otel(),
         "null_cafe": null_cafe(),
@@ -216,8 +233,14 @@ def run(smoke: bool = False) -> list[Figure]:
                f"ours {us['ours']:.1f} µs, bare SDK {us['sdk']:.1f} µs a call; "
                f"{repeats} paired repeats of {ops}, range {low:.2f}-{high:.2f}{note_drop}"),
         Figure(1, "overhead ratio, spans only (no metrics listener)", paired.ratio("ours_spans", "sdk"), "x", "",
-               note=f"ours without the MetricsListener {us['ours_spans']:.1f} µs: the three GenAI histogram "
-                    f"records cost {us['ours'] - us['ours_spans']:.1f} µs a call"),
+               note=f"ours without the MetricsListener {us['ours_spans']:.1f} µs: the metrics cost "
+                    f"{us['ours'] - us['ours_spans']:.1f} µs a call"),
+        Figure(1, "overhead ratio, a client with a network endpoint", paired.ratio("ours_network", "sdk"), "x", "",
+               note=f"{us['ours_network']:.1f} µs: its span started, made current and ended as usual "
+                    f"(a live client's, where an HTTP instrumentation may nest under it)"),
+        Figure(1, "overhead ratio, metrics through the SDK's instruments", paired.ratio("ours_sdk_metrics", "sdk"),
+               "x", "", note=f"{us['ours_sdk_metrics']:.1f} µs: MetricsListener on a MeterProvider's histograms "
+                             "instead of our in-process streams"),
         Figure(1, "overhead ratio, with the in-memory tree too", paired.ratio("ours_tree", "sdk"), "x", "",
                note=f"handle.tracer() (ShiftTree listener first, as the CLI renders it) {us['ours_tree']:.1f} µs"),
         Figure(1, "overhead ratio, content on (SPAN_ONLY)", content, "x", "",

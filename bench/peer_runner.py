@@ -150,19 +150,14 @@ def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any
     messages, tools = spec["messages"], spec["tools"]
     if spec["variant"] == "bare_live":
         return (lambda: live.chat(messages, tools, 0.0)), dict
-    handle = overhead._configure(False, keeper.exporter)  # content off, as figure 1 builds it
-    reader = None
-    listen: Callable[[Any], None] = lambda tracer: None  # noqa: E731
-    if spec["metrics"]:
-        meters, reader = _meter_provider()
-        listen = metrics_hook(meters)
+    # Content off, as figure 1 builds it; with metrics, configure()'s own pipeline (the
+    # handle's MetricsListener on its in-process streams), as a user of configure() gets it.
+    handle = overhead._configure(False, keeper.exporter, metrics=bool(spec["metrics"]))
     clients: list[Any] = []
 
     def fresh() -> Callable[[], Any]:
         # A tracer holds one shift: a fresh one per sample, as a new shift would have.
-        tracer = handle.tracer()
-        listen(tracer)
-        client = TracingClient(live, tracer)
+        client = TracingClient(live, handle.tracer())
         clients.append(client)
         return lambda: client.chat(messages, tools, 0.0)
 
@@ -173,23 +168,12 @@ def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any
     call.new_sample = lambda: current.__setitem__(0, fresh())  # type: ignore[attr-defined]
 
     def finish() -> dict[str, Any]:
-        handle.force_flush(10.0)
-        found = {"metric_points": _metric_points(reader) if reader is not None else None,
+        handle.force_flush(10.0)  # exports the metrics: their points are then in the account
+        found = {"metric_points": handle.account.snapshot().metric_points_exported if spec["metrics"] else None,
                  "dropped": handle.account.dropped, "version": metadata.version("cafe-otel")}
         handle.shutdown(2.0)
         return found
     return call, finish
-
-
-def metrics_hook(meter_provider: Any) -> Callable[[Any], None]:
-    """How ours records metrics today: cafe_otel's MetricsListener on each tracer, where the
-    installed cafe_otel has one. The one place to change when configure() takes a meter provider."""
-    try:
-        from cafe_otel.metrics_listener import MetricsListener  # type: ignore[import-not-found]
-    except ImportError:
-        raise Unusable("this cafe_otel records no metrics (no cafe_otel.metrics_listener)") from None
-    listener = MetricsListener(meter_provider)
-    return lambda tracer: tracer.add_listener(listener)
 
 
 def _content_found(span: Any, markers: Sequence[str]) -> str | None:

@@ -266,7 +266,7 @@ def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> li
 
 
 def ours_records_metrics() -> bool:
-    """Whether this cafe_otel can record metrics for ours (see peer_runner.metrics_hook)."""
+    """Whether this cafe_otel can record metrics for ours (configure()'s metrics pipeline)."""
     try:
         import cafe_otel.metrics_listener  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:

@@ -175,8 +175,10 @@ class SpanSanitiser:
         return out
 
     def _name(self, name: str, shape: sh.Shape, what: str) -> str:
-        seen = self._names.setdefault(what, set())
-        if name in seen:
+        seen = self._names.get(what)
+        if seen is None:
+            seen = self._names[what] = set()
+        elif name in seen:
             return name
         if shape.fits(name) and not self._has_secret(name):
             if len(seen) >= _MEMO_SIZE:
