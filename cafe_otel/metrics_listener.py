@@ -46,7 +46,6 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from cafe.trace.events import (
     ConsentDecided,
     GenerationEnded,
-    GenerationStarted,
     ShiftEnded,
     TicketFired,
     ToolEnded,
@@ -147,9 +146,9 @@ class MetricsListener:
         # ((the shaped keys of input tokens, output tokens and duration), keys withheld)
         self._call_keys: dict[tuple[Any, ...], tuple[tuple[AttributeKey, AttributeKey, AttributeKey],
                                                      tuple[str, ...]]] = {}
-        self._started: dict[int, float] = {}
+        # No per-span state: one listener serves every tracer of a handle (shifts at once).
         self._handlers: dict[type, Callable[[Any], None]] = {
-            GenerationStarted: self._generation_started, GenerationEnded: self._generation_ended,
+            GenerationEnded: self._generation_ended,
             ToolEnded: self._tool_ended, ShiftEnded: self._shift_ended,
             TicketFired: self._ticket_fired, ConsentDecided: self._consent_decided,
         }
@@ -188,9 +187,6 @@ class MetricsListener:
         if handler is not None:
             handler(event)
 
-    def _generation_started(self, event: GenerationStarted) -> None:
-        self._started[event.span_id] = event.at
-
     def _keys_of_call(self, call: tuple[Any, ...]) -> tuple[tuple[AttributeKey, AttributeKey, AttributeKey],
                                                            tuple[str, ...]]:
         provider, request_model, response_model, address, port, error_type = call
@@ -212,7 +208,7 @@ class MetricsListener:
         return (shaped[0][0], shaped[1][0], shaped[2][0]), withheld
 
     def _generation_ended(self, event: GenerationEnded) -> None:
-        started = self._started.pop(event.span_id, None)
+        started = event.started_at
         request, result = event.request, event.result
         call = (request.provider, request.model, result.model if result is not None else None,
                 request.server_address, request.server_port, event.error_type)

@@ -163,6 +163,9 @@ class GenerationStarted(_Event):
 class GenerationEnded(_Ended):
     request: GenerationRequest
     result: GenerationResult | None = None  # None when the call raised
+    # The clock reading its GenerationStarted had: a listener shared by several tracers
+    # (several shifts at once) needs no per-span state of its own to know the duration.
+    started_at: float | None = field(default=None, kw_only=True)
 
     @property
     def response(self) -> Mapping[str, Any] | None:

@@ -55,12 +55,13 @@ class _Scope:
     """One open span: `with` emits its started event on entry and its ended event on exit
     (with the exception, when one ends it; the exception is re-raised)."""
 
-    __slots__ = ("_tracer", "parent_id", "span_id")
+    __slots__ = ("_tracer", "parent_id", "span_id", "started_at")
 
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
         self.span_id = 0
         self.parent_id: int | None = None
+        self.started_at = 0.0
 
     def __enter__(self) -> Self:
         tracer = self._tracer
@@ -69,7 +70,7 @@ class _Scope:
         self.span_id = tracer._next_id
         tracer._next_id += 1
         stack.append(self.span_id)
-        at = tracer._last = tracer._clock()
+        at = self.started_at = tracer._last = tracer._clock()
         if tracer._listeners:  # nobody listening (a NullTracer): no event to build
             tracer._emit(self._started(at))
         return self
@@ -146,7 +147,8 @@ class GenerationScope(_Scope):
         return GenerationStarted(self.span_id, self.parent_id, at, self.name, self.request, self.attrs)
 
     def _ended(self, at: float, error: BaseException | None) -> GenerationEnded:
-        return GenerationEnded(self.span_id, self.parent_id, at, self.request, self.result, error=error)
+        return GenerationEnded(self.span_id, self.parent_id, at, self.request, self.result, error=error,
+                               started_at=self.started_at)
 
 
 class ToolScope(_Scope):

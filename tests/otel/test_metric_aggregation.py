@@ -29,7 +29,6 @@ from cafe.trace.events import (
     GenerationEnded,
     GenerationRequest,
     GenerationResult,
-    GenerationStarted,
     ShiftEnded,
     ToolEnded,
 )
@@ -93,12 +92,11 @@ def _feed(listener: MetricsListener, calls: list[dict], tools: list[tuple], stop
     for n, c in enumerate(calls):
         request = GenerationRequest(c["model"] or "", c["provider"], server_address=c["address"],
                                     server_port=c["port"])
-        listener.on_event(GenerationStarted(n, None, 1.0, "chat", request))
         response = {"model": c["response_model"],
                     "usage": {"prompt_tokens": c["input"], "completion_tokens": c["output"]}}
         result = None if c["fails"] else GenerationResult.of(response)
         listener.on_event(GenerationEnded(n, None, 1.0 + c["seconds"], request, result,
-                                          error=TimeoutError() if c["fails"] else None))
+                                          error=TimeoutError() if c["fails"] else None, started_at=1.0))
     for n, (name, status, fails) in enumerate(tools):
         listener.on_event(ToolEnded(1000 + n, None, 2.0, name, f"call_{n}", status,
                                     error=KeyError() if fails else None))
@@ -249,3 +247,24 @@ def test_configure_sends_the_genai_metrics_of_a_shift_through_the_reader():
     assert sum(p.sum for p in tokens if p.attributes["gen_ai.token.type"] == "output") == usage.output_tokens
     assert sum(p.count for p in points["gen_ai.client.operation.duration"]) == usage.calls
     assert handle.account.snapshot().metric_points_exported == sum(len(v) for v in points.values())
+
+
+def test_one_listener_serves_shifts_that_run_at_once():
+    """The handle's MetricsListener hears every tracer it made; their span ids overlap (each
+    tracer counts from 1) and their clocks are their own."""
+    exporter = Kept()
+    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=exporter, environ={})
+    first = handle.tracer(cafe.TickClock(step=1.0))
+    second = handle.tracer(cafe.TickClock(start=100.0, step=10.0))
+    request = {"model": "m", "provider": "p", "input": []}
+    a = first.generation("chat m", **request)
+    b = second.generation("chat m", **request)
+    with a:  # first: starts at 0.0
+        with b:  # second: starts at 100.0, with the same span id
+            pass  # ends at 110.0: a 10 s call
+    # first ends at 1.0: a 1 s call
+    handle.shutdown(5.0)
+    [data] = exporter.exports
+    [point] = [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+               if m.name == "gen_ai.client.operation.duration" for p in m.data.data_points]
+    assert (point.count, point.sum, point.min, point.max) == (2, 11.0, 1.0, 10.0)
