@@ -146,27 +146,39 @@ class CounterStream(_Stream):
 
 
 class InProcessMetrics:
-    """The streams of one instrumentation scope, created by whoever records into them."""
+    """The streams of one instrumentation scope, created by whoever records into them. Asked
+    twice for a stream of one name and kind, it gives the same one (as a Meter does for an
+    instrument), so two listeners on one `InProcessMetrics` add up rather than export twice."""
 
     def __init__(self, scope: InstrumentationScope) -> None:
         self.scope = scope
-        self._streams: list[HistogramStream | CounterStream] = []
+        self._streams: dict[str, HistogramStream | CounterStream] = {}
+        self._lock = threading.Lock()
+
+    def _stream(self, name: str, make: Callable[[], HistogramStream | CounterStream]) -> Any:
+        with self._lock:
+            stream = self._streams.get(name)
+            if stream is None:
+                stream = self._streams[name] = make()
+            elif type(stream) is not type(make()):
+                raise ValueError(f"metric stream {name!r} exists as a {stream.kind}")
+            return stream
 
     def histogram(self, name: str, *, unit: str, description: str, boundaries: Sequence[float]) -> HistogramStream:
-        stream = HistogramStream(name, unit, description, boundaries)
-        self._streams.append(stream)
+        stream: HistogramStream = self._stream(name, lambda: HistogramStream(name, unit, description, boundaries))
         return stream
 
     def counter(self, name: str, *, unit: str, description: str) -> CounterStream:
-        stream = CounterStream(name, unit, description)
-        self._streams.append(stream)
+        stream: CounterStream = self._stream(name, lambda: CounterStream(name, unit, description))
         return stream
 
     def collect(self, temporality: Temporality, now_ns: int | None = None) -> list[Metric]:
         """Every stream with something to report, as the SDK's `Metric`s."""
         now = time.time_ns() if now_ns is None else now_ns
         found = []
-        for stream in self._streams:
+        with self._lock:
+            streams = list(self._streams.values())
+        for stream in streams:
             data = stream.collect(temporality(stream.kind), now)
             if data is not None:
                 found.append(Metric(stream.name, stream.description, stream.unit, data))

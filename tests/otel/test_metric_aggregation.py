@@ -165,6 +165,16 @@ def test_past_the_cardinality_limit_points_go_to_the_overflow_set():
     assert sum(p.count for p in points) == CARDINALITY_LIMIT + 50  # nothing lost
 
 
+def test_two_listeners_on_one_in_process_metrics_add_up_in_one_stream():
+    ours = InProcessMetrics(our_scope())
+    for listener in (MetricsListener(ours), MetricsListener(ours)):
+        _feed(listener, [], [("price_check", ToolStatus.OK, False)], StopReason.ANSWERED)
+    shifts = [m for m in ours.collect(lambda kind: CUMULATIVE) if m.name == "cafe.shifts"]
+    assert [[p.value for p in m.data.data_points] for m in shifts] == [[2]]
+    with pytest.raises(ValueError, match="exists as a counter"):
+        ours.histogram("cafe.shifts", unit="1", description="", boundaries=(1,))
+
+
 def test_records_from_many_threads_are_all_counted():
     ours = InProcessMetrics(our_scope())
     stream = ours.histogram("h", unit="s", description="", boundaries=(1,))
@@ -259,10 +269,10 @@ def test_one_listener_serves_shifts_that_run_at_once():
     request = {"model": "m", "provider": "p", "input": []}
     a = first.generation("chat m", **request)
     b = second.generation("chat m", **request)
-    with a:  # first: starts at 0.0
-        with b:  # second: starts at 100.0, with the same span id
-            pass  # ends at 110.0: a 10 s call
-    # first ends at 1.0: a 1 s call
+    # first starts at 0.0, then second at 100.0 with the same span id; second ends at 110.0
+    # (a 10 s call), first at 1.0 (a 1 s call).
+    with a, b:
+        pass
     handle.shutdown(5.0)
     [data] = exporter.exports
     [point] = [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
