@@ -149,6 +149,17 @@ class RecordedCall:
                 return candidate
         return None
 
+    @classmethod
+    def loaded(cls, index: int, line: int, request: dict[str, Any] | bytes, response: dict[str, Any] | bytes,
+               timing: Timing | None, line_model: str | None, header_model: str | None) -> RecordedCall:
+        """The call as the reader makes it, once a line: the same object `RecordedCall(...)`
+        makes, its fields set in one step rather than one frozen-dataclass assignment each
+        (those took 3 of the 4 µs of making it)."""
+        call = object.__new__(cls)
+        call.__dict__.update({"index": index, "line": line, "_request": request, "_response": response,
+                              "timing": timing, "line_model": line_model, "header_model": header_model})
+        return call
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"call": self.index, "request": self.request, "response": self.response}
         if self.timing is not None:

@@ -10,8 +10,6 @@ The file is opened read-only and read one line at a time, each line bounded by
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import math
 import os
@@ -322,9 +320,9 @@ class _LineReader:
         request_model = request.get("model")
         if request_model is not None and not isinstance(request_model, str):
             raise self.fail(number, "a string or null", _kind(request_model), field="request.model")
-        return RecordedCall(index, number, _held(request, held.get("request")),
-                            _held(response, held.get("response")), self.timing(obj, number),
-                            line_model=model, header_model=self.header_model)
+        return RecordedCall.loaded(index, number, _held(request, held.get("request")),
+                                   _held(response, held.get("response")), self.timing(obj, number),
+                                   model, self.header_model)
 
     def request(self, request: dict[str, Any], number: int) -> None:
         messages = request.get("messages")
@@ -458,22 +456,10 @@ def load_recording(path: Path | str, *, allow_truncated: bool = False) -> Record
     crash is dropped (and `truncated` is set) instead of raising `TruncatedRecording`.
     The file is opened read-only; reading never changes it."""
     path = Path(path)
-    with _collector_paused(), open_for_reading(path) as source:
+    # The collector is left running: the load leaves a call and its timing per line for it
+    # to track (see format._Document), not the line's dicts and lists.
+    with open_for_reading(path) as source:
         return _load(path, source, allow_truncated)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a recording is parsed: each line makes
-    dozens of dicts, none of them in a cycle, and the collections they trigger grow with the
-    heap, which made loading 10,000 calls twice as slow per call as loading 100."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
