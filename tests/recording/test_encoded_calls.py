@@ -206,6 +206,18 @@ def test_plain_json_refuses_what_orjson_writes_as_something_else(odd: Any) -> No
     assert plain_json({"a": [{"b": [1, "two", None, 3.5, {"c": -0.0}]}]})
 
 
+def test_plain_json_ends_on_a_cycle_or_a_document_deeper_than_orjson_writes() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    deep: list[Any] = []
+    for _ in range(300):
+        deep = [deep]
+    assert not plain_json(cycle) and not plain_json(deep)
+    for _ in range(200):
+        deep = deep[0]
+    assert plain_json(deep)
+
+
 @SETTINGS
 @given(_JSON, st.data())
 def test_plain_json_finds_an_odd_value_anywhere(value: Any, data: st.DataObject) -> None:
