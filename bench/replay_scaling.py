@@ -2,7 +2,8 @@
 same calls replayed by VCR.py through the `openai` SDK.
 
 cafe: `load_recording` + `ReplayClient.chat` for every call, in order (the matching is the
-strict one: the whole request, scrubbed as the recorder scrubbed it, compared structurally).
+strict one: the whole request must be the recorded one, compared as bytes where that provably
+gives the same verdict, else scrubbed as the recorder scrubbed it and compared structurally).
 The cost per call is (load + all calls) / calls. The requests come from bench/synthetic.py
 (bounded by a sliding window: see there).
 

@@ -4,6 +4,7 @@ every message, request and response in the harness has."""
 from __future__ import annotations
 
 import copy
+import gc
 from typing import Any
 
 import orjson
@@ -70,6 +71,35 @@ def _same_types(a: Any, b: Any) -> bool:
     if kind_a is list:
         return all(map(_same_types, a, b))
     return True
+
+
+# The exact types of a JSON document as Python holds it; anything else (a subclass, an enum
+# member, a UUID, an orjson.Fragment) is not one, whatever orjson writes for it.
+_PLAIN_TYPES = frozenset((dict, list, str, int, float, bool, type(None)))
+# orjson refuses to write a document nested deeper than this.
+_MAX_DEPTH = 256
+
+
+def plain_json(value: Any) -> bool:
+    """Made only of dicts, lists, strings, integers, booleans, None and finite floats, each of
+    exactly that type: the values for which equal orjson bytes mean the same JSON document.
+    (orjson also writes NaN and infinities as null, an enum member as its value, a UUID as a
+    string and a Fragment as its bytes.)
+
+    Walked a level at a time in C: `gc.get_referents` of a level's dicts and lists is their
+    values and items (strings and numbers have none), then the types of the whole level are
+    checked at once."""
+    level = [value]
+    for _ in range(_MAX_DEPTH + 1):
+        if not level:
+            return True
+        kinds = set(map(type, level))
+        if not kinds <= _PLAIN_TYPES:
+            return False
+        if float in kinds and not all(item - item == 0.0 for item in level if type(item) is float):
+            return False  # inf - inf and nan - nan are nan
+        level = gc.get_referents(*level)
+    return False
 
 
 def describe(value: Any) -> str:

@@ -10,8 +10,6 @@ The file is opened read-only and read one line at a time, each line bounded by
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import math
 import os
@@ -99,30 +97,68 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_INTEGERS = (b"0" * 20, b"-" + b"0" * 19)
 
 
+# A call line's members that the recording keeps as orjson's bytes (see `_held`).
+_HELD = ("request", "response")
+
+
 def _decode_fast(raw: bytes) -> Any:
-    """The line decoded by orjson, only where it provably agrees with `_decode`; else None
-    (then `_decode` gives the verdict and the named error).
+    """The line decoded by orjson, only where it provably agrees with `_decode`; else None."""
+    decoded = _decode_fast_held(raw)
+    return None if decoded is None else decoded[0]
+
+
+def _decode_fast_held(raw: bytes) -> tuple[Any, dict[str, bytes]] | None:
+    """The line decoded by orjson, only where it provably agrees with `_decode`, with the
+    encodings of its `request` and `response` members; else None (then `_decode` gives the
+    verdict and the named error).
 
     orjson already refuses what the strict decoder refuses (NaN, Infinity, numbers that
     overflow a double, bytes that are not UTF-8, control characters, lone surrogates) but
     keeps the last of duplicated keys. Every key in the text is followed by one colon outside
     a string, and orjson writes every key and every colon inside a string back as they were
     read, so re-encoding the decoded value gives as many colons as the line holds exactly
-    when no key was dropped (a dropped member takes its key's colon with it)."""
+    when no key was dropped (a dropped member takes its key's colon with it). The value is
+    re-encoded in pieces, the request and the response apart from the rest of the line (each
+    piece's key adds its one colon), so that those encodings can be kept."""
     # An escaped colon (\u003a) would hide a duplicated key from the count below.
     if b"\\u003" in raw:
         return None
     digits = raw.translate(_DIGITS_AS_ZERO)
     if _LONG_INTEGERS[0] in digits or _LONG_INTEGERS[1] in digits:
         return None
+    held: dict[str, bytes] = {}
     try:
         value = orjson.loads(raw)
-        again = orjson.dumps(value)
+        rest = value
+        if type(value) is dict and ("request" in value or "response" in value):
+            rest = dict(value)
+            for key in _HELD:
+                if key in rest:
+                    held[key] = orjson.dumps(rest.pop(key))
+        colons = orjson.dumps(rest).count(b":") + sum(piece.count(b":") + 1 for piece in held.values())
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
-    if again.count(b":") != raw.count(b":"):
+    if colons != raw.count(b":"):
         return None
-    return value
+    return value, held
+
+
+# Subclasses, dataclasses and datetimes refused, as in cafe.jsondata (a decoded line holds none).
+_PLAIN = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+          | orjson.OPT_PASSTHROUGH_DATETIME)
+
+
+def _held(document: dict[str, Any], data: bytes | None) -> dict[str, Any] | bytes:
+    """A checked request or response as the recording keeps it: orjson's bytes (`data`, made
+    while the line was decoded, or made now), which decode to an identical value (same types,
+    same key order), or the value itself where orjson cannot write it (integers beyond 64 bits,
+    lone surrogates: values only the strict decoder reads)."""
+    if data is None:
+        try:
+            data = orjson.dumps(document, option=_PLAIN)
+        except orjson.JSONEncodeError:
+            return document
+    return data
 
 
 def _decode(text: str) -> Any:
@@ -158,6 +194,15 @@ def open_for_reading(path: Path) -> IO[bytes]:
 _PLAIN_CONTENT = frozenset((str, list, type(None)))
 
 
+def _plain_tool_call(call: Any) -> bool:
+    """A tool call `_LineReader.message` would accept, checked without naming a field."""
+    if type(call) is not dict or type(call.get("id")) is not str:
+        return False
+    function = call.get("function")
+    return (type(function) is dict and type(function.get("name")) is str
+            and type(function.get("arguments")) is str)
+
+
 class _LineReader:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -166,9 +211,11 @@ class _LineReader:
     def fail(self, line: int, expected: str, found: str, field: str | None = None) -> MalformedLine:
         return MalformedLine(self.path, line, expected, found, field)
 
-    def parse(self, raw: bytes, number: int) -> dict[str, Any]:
-        fast = _decode_fast(raw)
-        if type(fast) is dict:
+    def parse(self, raw: bytes, number: int) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The line's object, and the encodings the fast decoder made of its request and
+        response (none when the strict decoder read it)."""
+        fast = _decode_fast_held(raw)
+        if fast is not None and type(fast[0]) is dict:
             return fast
         try:
             text = raw.decode("utf-8")
@@ -196,7 +243,7 @@ class _LineReader:
             raise self.fail(number, "a JSON object", f"invalid JSON ({why})") from None
         if not isinstance(value, dict):
             raise self.fail(number, "a JSON object", _kind(value))
-        return value
+        return value, {}
 
     def header(self, obj: dict[str, Any]) -> Header:
         if obj.get("format") != FORMAT_NAME:
@@ -250,7 +297,8 @@ class _LineReader:
         elif payload is not None:
             raise self.fail(1, f"null ({kind} takes no payload)", _kind(payload), field=f"{where}[1]")
 
-    def call(self, obj: dict[str, Any], number: int, index: int, legacy: bool) -> RecordedCall:
+    def call(self, obj: dict[str, Any], number: int, index: int, legacy: bool,
+             held: dict[str, bytes]) -> RecordedCall:
         if "format" in obj:
             raise self.fail(number, "a call line", "a second header line")
         if not legacy:
@@ -272,8 +320,9 @@ class _LineReader:
         request_model = request.get("model")
         if request_model is not None and not isinstance(request_model, str):
             raise self.fail(number, "a string or null", _kind(request_model), field="request.model")
-        return RecordedCall(index, number, request, response, self.timing(obj, number),
-                            line_model=model, header_model=self.header_model)
+        return RecordedCall.loaded(index, number, _held(request, held.get("request")),
+                                   _held(response, held.get("response")), self.timing(obj, number),
+                                   model, self.header_model)
 
     def request(self, request: dict[str, Any], number: int) -> None:
         messages = request.get("messages")
@@ -281,11 +330,14 @@ class _LineReader:
             raise self.fail(number, "an array of messages", _found(request, "messages"),
                             field="request.messages")
         for position, message in enumerate(messages):
-            # The common message (role and text, no tool calls) passes here without a call or
-            # a field name made for it; any other goes through every check in `message`.
+            # The common message (role and text, perhaps well-formed tool calls) passes here
+            # without a call or a field name made for it; any other goes through every check
+            # in `message`, which names the field at fault.
             if (type(message) is dict and type(message.get("role")) is str
-                    and type(message.get("content")) in _PLAIN_CONTENT and message.get("tool_calls") is None):
-                continue
+                    and type(message.get("content")) in _PLAIN_CONTENT):
+                tool_calls = message.get("tool_calls")
+                if tool_calls is None or (type(tool_calls) is list and all(map(_plain_tool_call, tool_calls))):
+                    continue
             self.message(message, number, f"request.messages[{position}]")
         tools = request.get("tools")
         if tools is not None and not isinstance(tools, list):
@@ -404,22 +456,10 @@ def load_recording(path: Path | str, *, allow_truncated: bool = False) -> Record
     crash is dropped (and `truncated` is set) instead of raising `TruncatedRecording`.
     The file is opened read-only; reading never changes it."""
     path = Path(path)
-    with _collector_paused(), open_for_reading(path) as source:
+    # The collector is left running: the load leaves a call and its timing per line for it
+    # to track (see format._Document), not the line's dicts and lists.
+    with open_for_reading(path) as source:
         return _load(path, source, allow_truncated)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a recording is parsed: each line makes
-    dozens of dicts, none of them in a cycle, and the collections they trigger grow with the
-    heap, which made loading 10,000 calls twice as slow per call as loading 100."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
@@ -430,7 +470,7 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
     truncated = False
     for number, raw, terminated in _lines(source, reader):
         try:
-            obj = reader.parse(raw, number)
+            obj, held = reader.parse(raw, number)
         except (MalformedLine, NotARecording):
             # Only an unterminated last line can be a crash artefact; anything else
             # malformed is reported as what it is.
@@ -463,7 +503,7 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
         if "end" in obj and not legacy:
             ending = reader.ending(obj, number, len(calls))
             continue
-        calls.append(reader.call(obj, number, len(calls) + 1, legacy))
+        calls.append(reader.call(obj, number, len(calls) + 1, legacy, held))
     if header is None:
         raise NotARecording(path, "the file is empty")
     return Recording(path, header, calls, ending, truncated)

@@ -14,14 +14,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
-from cafe.jsondata import fresh_json, same_json
+from cafe.jsondata import fresh_json, plain_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
-from cafe.recording.format import Recording
+from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
+
+# Plain JSON as cafe.jsondata writes it (subclasses, dataclasses and datetimes refused), with
+# keys sorted as cafe's writer sorts them (`json.dumps(sort_keys=True)`). The bytes a recording
+# holds are in the file's order, so a file written with keys in another order always takes
+# the document comparison: slower, same verdict.
+_SORTED = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+           | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_SORT_KEYS)
+
+
+def _request_of(recorded: RecordedCall) -> dict[str, Any]:
+    """The recorded request, decoded for this use only while the recording holds it as bytes."""
+    data = encoded(recorded, "request")
+    return decode_held(data) if data is not None else recorded.request
 
 
 class ReplayClient:
@@ -54,12 +69,29 @@ class ReplayClient:
             f"served={self.calls})"
         )
 
-    def _matches_verbatim(self, index: int, request: dict[str, Any]) -> bool:
+    def _matches_verbatim(self, recorded: RecordedCall, request: dict[str, Any]) -> bool:
         """The fast path: the incoming request is the recorded one as a JSON document. Then
         scrubbing and normalising both would change nothing, since the recorded request is
         already scrubbed; only a request that differs pays for them (regexes over every
-        request cost far more than the replay itself)."""
-        return not self._ignore and same_json(request, self.recording.calls[index].request)
+        request cost far more than the replay itself).
+
+        A loaded recording holds the request as orjson's bytes. The incoming request written
+        the same way gives the same bytes only if it is the same document, and then it is
+        the same document with the same types, provided it holds nothing but plain JSON
+        values (`plain_json`: orjson also writes NaN as null and an enum member as its
+        value). Any other request is compared as a document, the recorded one decoded for
+        that call only, so the recording stays bytes."""
+        if self._ignore:
+            return False
+        data = encoded(recorded, "request")
+        if data is None:
+            return same_json(request, recorded.request)
+        try:
+            if orjson.dumps(request, option=_SORTED) == data and plain_json(request):
+                return True
+        except orjson.JSONEncodeError:
+            pass
+        return same_json(request, decode_held(data))
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
         # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
@@ -81,10 +113,10 @@ class ReplayClient:
             exhausted.incoming_request, exhausted.served = self._as_recorded(request), self.calls
             raise exhausted
         recorded = recorded_calls[self.calls]
-        if not self._matches_verbatim(self.calls, request):
+        if not self._matches_verbatim(recorded, request):
             incoming = self._as_recorded(request)
             difference = first_difference(
-                normalise(recorded.request, self._ignore), normalise(incoming, self._ignore)
+                normalise(_request_of(recorded), self._ignore), normalise(incoming, self._ignore)
             )
             if difference is not None:
                 mismatch = ReplayMismatch(
@@ -93,7 +125,9 @@ class ReplayClient:
                 mismatch.incoming_request, mismatch.served = incoming, self.calls
                 raise mismatch
         self.calls += 1
-        response: Response = fresh_json(recorded.response)
+        data = encoded(recorded, "response")
+        # A fresh copy either way: decoding the bytes makes the copy fresh_json would.
+        response: Response = decode_held(data) if data is not None else fresh_json(recorded.response)
         return response
 
     @property
