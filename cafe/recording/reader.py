@@ -90,11 +90,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-# orjson reads an integer beyond 64 bits as a float where the strict decoder keeps it exact:
-# a line with a run of 20 digits, or of 19 after a minus sign, is left to the strict decoder
-# (found in C: every digit mapped to "0", then two substring searches).
+# orjson reads an integer beyond 64 bits as a float where the strict decoder keeps it exact.
+# Such a float is at least 2**63 in size (orjson refuses one that overflows a double), and
+# orjson writes every float from 1e16 up in exponent form with its sign ("1.8e+19"), so a
+# re-encoding with no "+" in it proves the line held no such integer. Only where one has a
+# "+" (a large float, a "+" in a string) is the line scanned for a run of 20 digits, or of 19
+# after a minus sign, and left to the strict decoder if it has one (found in C: every digit
+# mapped to "0", then two substring searches; a copy of the line that most lines now skip).
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_INTEGERS = (b"0" * 20, b"-" + b"0" * 19)
+
+
+def _long_integer(raw: bytes) -> bool:
+    digits = raw.translate(_DIGITS_AS_ZERO)
+    return _LONG_INTEGERS[0] in digits or _LONG_INTEGERS[1] in digits
 
 
 # A call line's members that the recording keeps as orjson's bytes (see `_held`).
@@ -114,7 +123,8 @@ def _decode_fast_held(raw: bytes) -> tuple[Any, dict[str, bytes]] | None:
 
     orjson already refuses what the strict decoder refuses (NaN, Infinity, numbers that
     overflow a double, bytes that are not UTF-8, control characters, lone surrogates) but
-    keeps the last of duplicated keys. Every key in the text is followed by one colon outside
+    reads integers beyond 64 bits as floats (see `_LONG_INTEGERS`) and keeps the last of
+    duplicated keys. Every key in the text is followed by one colon outside
     a string, and orjson writes every key and every colon inside a string back as they were
     read, so re-encoding the decoded value gives as many colons as the line holds exactly
     when no key was dropped (a dropped member takes its key's colon with it). The value is
@@ -122,9 +132,6 @@ def _decode_fast_held(raw: bytes) -> tuple[Any, dict[str, bytes]] | None:
     piece's key adds its one colon), so that those encodings can be kept."""
     # An escaped colon (\u003a) would hide a duplicated key from the count below.
     if b"\\u003" in raw:
-        return None
-    digits = raw.translate(_DIGITS_AS_ZERO)
-    if _LONG_INTEGERS[0] in digits or _LONG_INTEGERS[1] in digits:
         return None
     held: dict[str, bytes] = {}
     try:
@@ -135,10 +142,12 @@ def _decode_fast_held(raw: bytes) -> tuple[Any, dict[str, bytes]] | None:
             for key in _HELD:
                 if key in rest:
                     held[key] = orjson.dumps(rest.pop(key))
-        colons = orjson.dumps(rest).count(b":") + sum(piece.count(b":") + 1 for piece in held.values())
+        encoded = orjson.dumps(rest)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
-    if colons != raw.count(b":"):
+    if encoded.count(b":") + sum(piece.count(b":") + 1 for piece in held.values()) != raw.count(b":"):
+        return None
+    if (b"+" in encoded or any(b"+" in piece for piece in held.values())) and _long_integer(raw):
         return None
     return value, held
 

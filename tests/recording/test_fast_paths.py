@@ -8,20 +8,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe.jsondata import _same_types, fresh_json, same_json
-from cafe.recording import MalformedLine, load_recording
-from cafe.recording.reader import _decode, _decode_fast
+from cafe.recording import MalformedLine, load_recording, reader
+from cafe.recording.reader import _decode, _decode_fast, _decode_fast_held
 from tests.recording.helpers import header, request
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
 # Keys and strings are drawn from an alphabet rich in what could fool the checks: colons,
-# quotes, backslashes, digits, a "u003a" that becomes an escape once a backslash precedes it.
-_TEXT = st.text(alphabet=st.sampled_from(list(':"\\u003aAb9 -é\n\t\U0001f600')), max_size=8)
+# quotes, backslashes, digits, a "u003a" that becomes an escape once a backslash precedes it,
+# a "+" that sends a line to the long-integer scan.
+_TEXT = st.text(alphabet=st.sampled_from(list(':"\\u003aAb9 -+é\n\t\U0001f600')), max_size=8)
 _NUMBER = st.one_of(
     st.integers(-(2**70), 2**70),
     st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**19, -(10**19)]),
@@ -104,6 +106,64 @@ def test_the_fast_decoder_accepts_only_what_the_strict_one_reads_the_same(raw: b
 ])
 def test_what_only_the_strict_decoder_can_judge_is_left_to_it(raw: bytes) -> None:
     assert _decode_fast(raw) is None
+
+
+# What lets the long-integer scan be skipped: every integer beyond 64 bits that orjson reads
+# (as a float, where the strict decoder keeps it exact) is written back with a "+".
+_BEYOND_64_BITS = st.one_of(st.integers(2**64, 10**308), st.integers(-(10**308), -(2**63) - 1))
+
+
+@SETTINGS
+@given(_BEYOND_64_BITS)
+def test_orjson_writes_back_every_integer_beyond_64_bits_it_reads_with_a_plus(number: int) -> None:
+    try:
+        read = orjson.loads(str(number))
+    except orjson.JSONDecodeError:
+        return  # too large for a double: refused, so left to the strict decoder anyway
+    assert type(read) is float and b"+" in orjson.dumps(read)
+
+
+@SETTINGS
+@given(st.floats(min_value=2.0**63, allow_infinity=False), st.booleans())
+def test_orjson_writes_every_float_from_2_to_the_63_with_a_plus(number: float, negative: bool) -> None:
+    assert b"e+" in orjson.dumps(-number if negative else number)
+
+
+@SETTINGS
+@given(place=st.sampled_from(["request", "response", "line", "timing"]), number=_BEYOND_64_BITS,
+       plus=st.sampled_from(["", "a+b", 1e20, "\\u002b"]))
+def test_a_long_integer_anywhere_in_a_call_line_goes_to_the_strict_decoder(
+        place: str, number: int, plus: Any) -> None:
+    line: dict[str, Any] = {"call": 1, "request": request(), "response": {"choices": []}, "plus": plus}
+    target = {"request": line["request"], "response": line["response"], "line": line,
+              "timing": line.setdefault("timing", {})}[place]
+    target["n"] = number
+    for sort_keys in (True, False):
+        raw = json.dumps(line, sort_keys=sort_keys).encode()
+        assert _decode_fast_held(raw) is None
+        read = _strict(raw)
+        read = read if place == "line" else read[place]
+        assert read["n"] == number and type(read["n"]) is int  # as the strict decoder reads it
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"n": 1e20, "m": 123456789012345678901}',
+    b'{"s": "1+1", "request": {"n": -123456789012345678901}}',
+    b'{"response": {"n": 18446744073709551616}, "s": "+"}',
+])
+def test_a_long_integer_beside_a_plus_is_still_found(raw: bytes) -> None:
+    assert _decode_fast(raw) is None
+
+
+def test_a_line_with_no_plus_is_not_scanned_for_long_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(raw: bytes) -> bool:
+        raise AssertionError("scanned")
+    monkeypatch.setattr(reader, "_long_integer", refuse)
+    raw = json.dumps({"call": 1, "request": request(), "response": {"n": 2**64 - 1, "x": 1e15}},
+                     sort_keys=True).encode()
+    assert _identical(_decode_fast(raw), _strict(raw))
+    with pytest.raises(AssertionError, match="scanned"):  # 1e16 is written back as 1e+16
+        _decode_fast(raw.replace(b"1000000000000000.0", b"1e16"))
 
 
 def test_a_file_with_a_duplicated_key_deep_in_a_request_is_still_refused(tmp_path: Path) -> None:
