@@ -155,21 +155,22 @@ class InProcessMetrics:
         self._streams: dict[str, HistogramStream | CounterStream] = {}
         self._lock = threading.Lock()
 
-    def _stream(self, name: str, make: Callable[[], HistogramStream | CounterStream]) -> Any:
+    def _stream(self, name: str, kind: type[_Stream], make: Callable[[], _Stream]) -> Any:
         with self._lock:
             stream = self._streams.get(name)
             if stream is None:
-                stream = self._streams[name] = make()
-            elif type(stream) is not type(make()):
+                stream = self._streams[name] = make()  # type: ignore[assignment]
+            elif type(stream) is not kind:
                 raise ValueError(f"metric stream {name!r} exists as a {stream.kind}")
             return stream
 
     def histogram(self, name: str, *, unit: str, description: str, boundaries: Sequence[float]) -> HistogramStream:
-        stream: HistogramStream = self._stream(name, lambda: HistogramStream(name, unit, description, boundaries))
+        stream: HistogramStream = self._stream(
+            name, HistogramStream, lambda: HistogramStream(name, unit, description, boundaries))
         return stream
 
     def counter(self, name: str, *, unit: str, description: str) -> CounterStream:
-        stream: CounterStream = self._stream(name, lambda: CounterStream(name, unit, description))
+        stream: CounterStream = self._stream(name, CounterStream, lambda: CounterStream(name, unit, description))
         return stream
 
     def collect(self, temporality: Temporality, now_ns: int | None = None) -> list[Metric]:

@@ -141,13 +141,20 @@ class SpanListener:
         token = otel_context.attach(trace.set_span_in_context(span)) if self._attach else None
         self._open[event.span_id] = _Open(span, token, conversation_id, turn)
 
-    def _made(self, record: _Open) -> Span:
-        """The record's OTel span, made now if it was waiting for its end (a span opened
-        inside a local generation, by the client itself, needs its parent)."""
+    def _made(self, record: _Open, end_attributes: dict[str, Any] | None = None) -> Span:
+        """The record's OTel span, made now if it was waiting (for its end, then with
+        `end_attributes` too; or because something inside the call looked at it)."""
         if isinstance(record.span, _Pending):
             pending = record.span
+            attributes = pending.attributes
+            if end_attributes:
+                # As if started with the start attributes and then given these: a key set at
+                # both moves to the end, as BoundedAttributes does on a second set.
+                if not end_attributes.keys().isdisjoint(attributes):
+                    attributes = {key: value for key, value in attributes.items() if key not in end_attributes}
+                attributes.update(end_attributes)
             record.span = self._otel.start_span(pending.name, context=pending.context, kind=pending.kind,
-                                                attributes=pending.attributes, start_time=pending.start_ns)
+                                                attributes=attributes, start_time=pending.start_ns)
         return record.span
 
     def _inherited(self, event: Any) -> tuple[str | None, int | None]:
@@ -163,14 +170,7 @@ class SpanListener:
             otel_context.detach(record.token)
         end = self._ns(event)
         if isinstance(record.span, _Pending):
-            pending = record.span
-            # As if started with the start attributes and then given these: a key set at
-            # both moves to the end, as BoundedAttributes does on a second set.
-            merged = ({key: value for key, value in pending.attributes.items() if key not in attributes}
-                      if not attributes.keys().isdisjoint(pending.attributes) else pending.attributes)
-            merged.update(attributes)
-            span = record.span = self._otel.start_span(pending.name, context=pending.context, kind=pending.kind,
-                                                       attributes=merged, start_time=pending.start_ns)
+            span = self._made(record, attributes)
         else:
             span = record.span
             span.set_attributes(attributes)
