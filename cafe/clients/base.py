@@ -68,12 +68,24 @@ def endpoint_of(client: object) -> tuple[str | None, int | None]:
 
 def check_tool_call_ids(messages: Sequence[Message]) -> None:
     """Refuse a tool result whose tool_call_id no earlier assistant call opened."""
-    opened: set[str] = set()
+    # On every model call's path (a replay's too): one lookup of the role, plain loops.
+    opened: set[Any] = set()
     for index, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            opened.update(call.get("id", "") for call in message.get("tool_calls") or [])
-        elif message.get("role") == "tool" and message.get("tool_call_id") not in opened:
-            raise UnknownToolCallId(index, str(message.get("tool_call_id")))
+        role = message.get("role")
+        if role == "tool":
+            answered = message.get("tool_call_id")
+            try:
+                known = answered in opened
+            except TypeError:  # an unhashable id (a list) answers nothing
+                known = False
+            if not known:
+                raise UnknownToolCallId(index, str(answered))
+        elif role == "assistant":
+            for call in message.get("tool_calls") or ():
+                try:  # noqa: SIM105 (suppress() would cost a context manager per call)
+                    opened.add(call.get("id", ""))
+                except TypeError:  # an unhashable id opens nothing a result could name
+                    pass
 
 
 def build_request(

@@ -272,6 +272,18 @@ def test_scripted_and_canned_clients_refuse_an_unopened_tool_call_id(messages, i
     _assert_refused(TracingClient(ScriptedClient(), Tracer()), messages, index)
 
 
+def test_an_unhashable_tool_call_id_is_refused_by_name_not_a_type_error():
+    # A list where an id belongs: it opens nothing, and a result naming one answers nothing.
+    odd_open = [{"role": "system", "content": "s"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": ["c1"], "function": {}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
+    odd_answer = [{"role": "system", "content": "s"}, {"role": "tool", "tool_call_id": ["c1"], "content": "{}"}]
+    for messages in (odd_open, odd_answer):
+        with pytest.raises(UnknownToolCallId) as caught:
+            ScriptedClient().chat(messages, TOOL_SCHEMAS)
+        assert caught.value.index == len(messages) - 1
+
+
 def test_live_client_refuses_before_any_connection(network_attempts):
     client = LiveClient(
         LiveSettings("http://127.0.0.1:9/v1", Secret("sk-canary-never-sent-000000"), "m"), max_retries=0
