@@ -22,6 +22,8 @@ import hashlib
 import hmac
 import os
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.context import Context
@@ -40,6 +42,23 @@ HASH_MARKER = "hmac:"
 MIN_SECRET_LENGTH = 8  # shorter secrets are not looked for in metadata values
 _MEMO_SIZE = 4096  # bound on each memo of values already found to fit
 _SCRUB_MEMO_SIZE = 64  # content texts kept with their scrubbed form
+
+
+def _plain(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes as a plain dict, read once. A finished SDK span's `attributes` is a
+    read-only proxy of the SDK's `BoundedAttributes`, a Python-level mapping (iterating it
+    costs a few µs a span); the proxy's public `copy()` asks that mapping for its own copy,
+    a plain dict made at C speed. Anything else is read item by item."""
+    if type(attributes) is dict:
+        return attributes
+    if type(attributes) is MappingProxyType:
+        try:
+            copied = attributes.copy()
+        except Exception:  # a hand-made span's own mapping may have no copy, or a broken one
+            copied = None
+        if type(copied) is dict:
+            return copied
+    return dict(attributes)
 
 
 class SpanSanitiser:
@@ -147,9 +166,15 @@ class SpanSanitiser:
         """The attributes that may leave, or None when that is all of them."""
         if not attributes:
             return None
+        found = _plain(attributes)
+        try:
+            if self._all_fit(found):
+                return None
+        except TypeError:  # an unhashable value (a list in a hand-made span): the full check says
+            pass
         out: dict[str, Any] | None = None
         known, checks = self._known, self._checks
-        for index, item in enumerate(attributes.items()):
+        for index, item in enumerate(found.items()):
             try:
                 if item in known:  # seen before and fit: model names, operations, providers
                     if out is not None:
@@ -162,17 +187,37 @@ class SpanSanitiser:
             kept = value if check is not None and check(value) and not self._secrets else self._value(key, value)
             if kept is value:
                 if key in self._memoisable:
-                    if len(known) >= _MEMO_SIZE:
-                        known.clear()
-                    known.add(item)
+                    self._remember(item)
                 if out is not None:
                     out[key] = value
                 continue
             if out is None:
-                out = dict(list(attributes.items())[:index])
+                out = dict(list(found.items())[:index])
             if kept is not _WITHHELD:
                 out[key] = kept
         return out
+
+    def _all_fit(self, attributes: dict[str, Any]) -> bool:
+        """Whether every item may leave as it is: the common case (our own spans), checked
+        in one tight loop that stops at the first item needing more (the loop in
+        `attributes` then decides, and counts). Raises TypeError on an unhashable value."""
+        known, checks, memoisable, secrets = self._known, self._checks, self._memoisable, self._secrets
+        for item in attributes.items():
+            if item in known:
+                continue
+            key, value = item
+            check = checks.get(key)
+            if check is None or not check(value) or (secrets and self._has_secret(value)):
+                return False
+            if key in memoisable:
+                self._remember(item)
+        return True
+
+    def _remember(self, item: tuple[str, Any]) -> None:
+        if len(self._known) >= _MEMO_SIZE:
+            self._known.clear()
+        with suppress(TypeError):  # an unhashable value (a list in a hand-made span): not remembered
+            self._known.add(item)
 
     def _name(self, name: str, shape: sh.Shape, what: str) -> str:
         seen = self._names.get(what)
