@@ -32,7 +32,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
 from cafe.trace.clock import Clock
@@ -47,6 +47,7 @@ from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.metric_settings import metrics_wanted, resolve_metric_settings
 from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
 from cafe_otel.metrics_listener import MetricsListener, our_scope
+from cafe_otel.sampling import sampler_from
 from cafe_otel.settings import (
     GRPC,
     Settings,
@@ -230,6 +231,7 @@ def configure(
     capture_content: CaptureMode | str | bool | None = None,
     replay: bool = False,
     id_generator: IdGenerator | None = None,
+    sampler: Sampler | None = None,
     exporter: SpanExporter | None = None,
     metadata_only: bool = True,
     resource: Resource | None = None,
@@ -250,7 +252,8 @@ def configure(
     recording is, and a metadata value holding one is withheld. `metrics` (default: on
     unless `OTEL_METRICS_EXPORTER=none`, or when `exporter` is given without a
     `metric_exporter`) adds the MeterProvider; `metric_exporter` replaces its OTLP exporter,
-    as `exporter` does the spans'."""
+    as `exporter` does the spans'. `sampler` wins over `OTEL_TRACES_SAMPLER`
+    (`cafe_otel.sampling`; metrics are not sampled)."""
     settings = resolve_settings(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=export_timeout, capture_content=capture_content, environ=environ,
@@ -262,6 +265,9 @@ def configure(
     secrets = tuple(secrets)  # read by the span sanitiser and the metrics listener both
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
+    # Explicit, and checked before any thread starts: the SDK's default would read
+    # os.environ, whatever `environ` says.
+    chosen_sampler = sampler if sampler is not None else sampler_from(os.environ if environ is None else environ)
     inner = exporter if exporter is not None else build_otlp_exporter(settings)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
@@ -284,7 +290,7 @@ def configure(
     provider = TracerProvider(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
         id_generator=id_generator,
-        sampler=ParentBased(ALWAYS_ON),  # explicit: the default reads os.environ
+        sampler=chosen_sampler,
         # Our handle's shutdown is the bounded one; at exit the provider's hook finds
         # everything already closed, or closes it within the batch processor's bound.
         shutdown_on_exit=True,

@@ -94,7 +94,8 @@ class SpanListener:
         self._defer = defer_local_generations
         self._open: dict[int, _Open] = {}
         self.spans_started = 0
-        self.trace_ids: list[str] = []  # of each shift, as 32 hex digits (what a backend's URL takes)
+        # Of each shift sampled (so sent), as 32 hex digits (what a backend's URL takes).
+        self.trace_ids: list[str] = []
         self._handlers: dict[type, Callable[[Any], None]] = {
             ShiftStarted: self._shift_started, ShiftEnded: self._shift_ended,
             PhaseStarted: self._phase_started, PhaseEnded: self._phase_ended,
@@ -203,7 +204,7 @@ class SpanListener:
         self._start(event, mapping.shift_name(event), SpanKind.INTERNAL, mapping.shift_start(event),
                     event.conversation_id, None)
         context = self._made(self._open[event.span_id]).get_span_context()
-        if context.is_valid:
+        if context.is_valid and context.trace_flags.sampled:  # a trace left out is on no backend
             self.trace_ids.append(f"{context.trace_id:032x}")
 
     def _shift_ended(self, event: ShiftEnded) -> None:
