@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from cafe.errors import UnknownToolCallId
+from cafe.errors import ConversationError, UnknownToolCallId
 
 Message = dict[str, Any]
 Response = dict[str, Any]
@@ -66,12 +66,29 @@ def endpoint_of(client: object) -> tuple[str | None, int | None]:
     return None, None
 
 
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
 def check_tool_call_ids(messages: Sequence[Message]) -> None:
-    """Refuse a tool result whose tool_call_id no earlier assistant call opened."""
+    """Refuse a conversation that is not a list of message objects, and a tool result whose
+    tool_call_id no earlier assistant call opened."""
+    if not isinstance(messages, list | tuple):
+        raise ConversationError(f"messages: expected a list of message objects, found a {_kind(messages)}")
     opened: set[str] = set()
     for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ConversationError(f"messages[{index}]: expected a message object, found a {_kind(message)}")
         if message.get("role") == "assistant":
-            opened.update(call.get("id", "") for call in message.get("tool_calls") or [])
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list | tuple):
+                raise ConversationError(f"messages[{index}].tool_calls: expected a list, found a {_kind(calls)}")
+            for position, call in enumerate(calls):
+                call_id = call.get("id", "") if isinstance(call, dict) else None
+                if not isinstance(call_id, str):
+                    raise ConversationError(f"messages[{index}].tool_calls[{position}]: expected an object "
+                                            "with a string id")
+                opened.add(call_id)
         elif message.get("role") == "tool" and message.get("tool_call_id") not in opened:
             raise UnknownToolCallId(index, str(message.get("tool_call_id")))
 

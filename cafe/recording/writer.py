@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
+from cafe.jsondata import json_document
 from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
 from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
@@ -172,7 +173,7 @@ class RecordingWriter:
 
     def scrubbed(self, value: Any) -> Any:
         """`value` as it would read back from this recording: serialised and scrubbed."""
-        return self._scrubber.scrub_json(json.loads(json.dumps(value, ensure_ascii=False)))
+        return self._scrubber.scrub_json(json_document(value))
 
     def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
         self.calls += 1
@@ -308,7 +309,8 @@ class RecordingClient(WrappedClient):
     ) -> Response:
         start = self.timeline.latest if self._follows_tracer else self.timeline()
         # The request is serialised before the call: the loop mutates `messages` afterwards.
-        request = json.loads(json.dumps(build_request(messages, tools, temperature, tool_choice)))
+        # (Refused before the call when JSON cannot write it: it could not be recorded.)
+        request = json_document(build_request(messages, tools, temperature, tool_choice))
         response = self.inner.chat(messages, tools, temperature, tool_choice)
         end = self.timeline()
         start_ns = self.timeline.unix_nano(start)
