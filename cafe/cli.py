@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import random
+import re
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
@@ -169,16 +170,33 @@ def _seeded(seed: int | None) -> tuple[int, random.Random, str]:
     return seed, rng, conversation_id
 
 
+# Control characters (terminal escape sequences, a carriage return, a bell) and lone
+# surrogates, which have no UTF-8 form: customer lines, model replies and file names carry
+# them, and printed raw they would drive the reader's terminal or fail the write.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every control character but newline and tab, and every lone surrogate,
+    shown as an escape: what cafe prints on a terminal."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
 def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
     usage = usage_of(tracer)
-    out.write("== transcript ==\n" + transcript(run) + "\n\n")
-    out.write("== spans ==\n" + tracer.render() + "\n\n")
-    out.write(
+    out.write(printable(
+        "== transcript ==\n" + transcript(run) + "\n\n"
+        "== spans ==\n" + tracer.render() + "\n\n"
         f"== usage ==\n{usage.calls} model call(s), {usage.input_tokens} input + "
         f"{usage.output_tokens} output = {usage.total_tokens} tokens, {usage.seconds:.3f}s in calls\n\n"
-    )
-    out.write("== handover ==\n" + note + "\n\n")
-    out.write(f"stop reason: {run.stop_reason}\n")
+        "== handover ==\n" + note + "\n\n"
+        f"stop reason: {run.stop_reason}\n"
+    ))
 
 
 def _open_telemetry(
@@ -226,7 +244,7 @@ def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: 
     _print_shift(out, run, tracer, note)
     out.write(f"seed: {seed}\n")
     if args.record:
-        out.write(f"recorded {run.model_calls} call(s) to {args.record}\n")
+        out.write(printable(f"recorded {run.model_calls} call(s) to {args.record}\n"))
     for line in session.notes() if session else []:
         out.write(line + "\n")
     for line in report:
@@ -280,7 +298,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
     except ReplayError as error:
         if args.report:
             view.write_mismatch_report(args.report, recording, error)
-            out.write(f"wrote the mismatch report {args.report} (private, mode 0600)\n")
+            out.write(printable(f"wrote the mismatch report {args.report} (private, mode 0600)\n"))
         raise
     finally:
         report = session.close() if session else []
@@ -291,10 +309,10 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
         _print_shift(out, run, tracer, handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng))
     matched = ("transcript matches" if recording.ending else
                "no end line recorded (the shift did not finish): stopped after its last recorded call")
-    out.write(
+    out.write(printable(
         f"replayed {run.model_calls} call(s) from {args.path} with 0 model calls: {matched}; "
         f"every recorded call used; stop reason {run.stop_reason}\n"
-    )
+    ))
     for line in session.notes() if session else []:
         out.write(line + "\n")
     return 0
@@ -303,7 +321,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
 def _one_line(error: BaseException, text: str | None = None) -> str:
     """The error and its notes (where a failed recording left its calls) on one line."""
     parts = [str(error) if text is None else text, *getattr(error, "__notes__", ())]
-    return "; ".join(part.replace("\n", " ") for part in parts if part)
+    return printable("; ".join(part.replace("\n", " ") for part in parts if part))
 
 
 def main(
