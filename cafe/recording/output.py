@@ -30,7 +30,7 @@ class UnsafeOutput(RecordingError):
     exit_code = 38
 
     def __init__(self, path: Path | str, why: str) -> None:
-        self.path = Path(path)
+        self.path, self.why = Path(path), why
         super().__init__(f"{path}: output not written: {why}")
 
 
