@@ -12,9 +12,9 @@ import os
 import random
 import re
 import secrets
+import stat
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
@@ -41,12 +41,29 @@ from cafe.transcript import transcript, transcript_digest
 EXIT_INTERNAL = 70
 
 
+MAX_SCRIPT_BYTES = 1024 * 1024
+
+
+def _read_bounded(path: str) -> bytes:
+    """The file's bytes, if it is a regular file of at most MAX_SCRIPT_BYTES: opened without
+    blocking (a FIFO would wait for a writer forever) and read no further than the bound
+    (/dev/zero never ends)."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as source:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ScriptError(f"{path}: a script must be a regular file (this is a FIFO, device or directory)")
+        data = source.read(MAX_SCRIPT_BYTES + 1)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"{path}: the script is longer than {MAX_SCRIPT_BYTES} bytes")
+    return data
+
+
 def _read_script(path: str) -> list[str]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read_bounded(path).decode("utf-8")
     except FileNotFoundError:
         raise ScriptError(f"{path}: no such script file") from None
-    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as error:
+    except (UnicodeDecodeError, OSError) as error:
         raise ScriptError(f"{path}: cannot be read as a UTF-8 text script ({type(error).__name__})") from None
     lines = [line.strip() for line in text.splitlines()]
     script = [line for line in lines if line and not line.startswith("#")]
