@@ -212,6 +212,12 @@ def _plain_tool_call(call: Any) -> bool:
             and type(function.get("arguments")) is str)
 
 
+def check_header(path: Path | str, obj: dict[str, Any]) -> None:
+    """Raise the `MalformedLine` the reader would raise for this header line (the writer
+    asks before it records: a header out of range would make a recording no one can read)."""
+    _LineReader(Path(path)).header(obj)
+
+
 class _LineReader:
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -21,9 +21,16 @@ from typing import IO, Any
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.jsondata import json_document
-from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
+from cafe.recording.errors import (
+    MalformedLine,
+    RecordingDisabled,
+    RecordingError,
+    RecordingExists,
+    RecordingUnwritable,
+)
 from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
+from cafe.recording.reader import check_header
 from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber
 from cafe.recording.timeline import NanoClock, Timeline
 
@@ -71,6 +78,21 @@ def check_target(path: Path, mode: RecordMode) -> None:
         raise RecordingUnwritable(path, "the file there belongs to another user")
 
 
+def _check_readable(path: Path, header: Header) -> None:
+    """Refuse, before anything is created, a header the reader would refuse (a seed beyond
+    64 bits, a turn cap over 1,000,000): its recording could never be replayed."""
+    line = header.to_json()
+    try:
+        json.dumps(line, allow_nan=False)
+    except (TypeError, ValueError):
+        return  # not JSON at all: writing the line refuses it, with its own message
+    try:
+        check_header(path, line)
+    except MalformedLine as error:
+        raise RecordingError(f"{path}: nothing recorded: {error.field}: a recording's header holds "
+                             f"{error.expected}, not {error.found}") from None
+
+
 def _create_partial(path: Path) -> IO[str]:
     partial = partial_path(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -112,6 +134,7 @@ class RecordingWriter:
         self._mode = RecordMode.parse(mode)
         self._scrubber = scrubber or Scrubber.from_environment()
         self._durable = durable
+        _check_readable(self.path, header)
         check_target(self.path, self._mode)
         self._file = _create_partial(self.path)
         self.calls = 0
