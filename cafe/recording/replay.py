@@ -49,7 +49,13 @@ class ReplayClient:
         self.recording = source if isinstance(source, Recording) else load_recording(source)
         self.model = self.recording.model or "unknown"
         self.provider = self.recording.header.provider or "unknown"
+        if isinstance(ignore, str):  # its characters would each be taken for a path
+            raise RecordingError(f"{self.recording.path}: ignore: expected a list of field paths, found a string "
+                                 "(write ignore=[PATH])")
         for declared in ignore:
+            if not isinstance(declared, str):
+                raise RecordingError(f"{self.recording.path}: ignore: expected a field path (a string), "
+                                     f"found {type(declared).__name__}")
             try:
                 parse_path(declared)
             except ValueError as error:

@@ -69,6 +69,8 @@ def check_target(path: Path, mode: RecordMode) -> None:
         raise RecordingUnwritable(path, "a part of its directory path is not a directory") from None
     except PermissionError:
         raise RecordingUnwritable(path, "permission denied") from None
+    except (OSError, ValueError) as error:  # a name too long, a NUL byte in it, a loop of links
+        raise RecordingUnwritable(path, f"it cannot be examined ({_why(error)})") from None
     kind = not_regular(found.st_mode)
     if kind is not None:
         raise RecordingUnwritable(path, f"it is {kind}, not a regular file")
@@ -93,6 +95,12 @@ def _check_readable(path: Path, header: Header) -> None:
                              f"{error.expected}, not {error.found}") from None
 
 
+def _why(error: Exception) -> str:
+    if isinstance(error, OSError) and error.errno is not None:
+        return os.strerror(error.errno).lower()
+    return type(error).__name__
+
+
 def _create_partial(path: Path) -> IO[str]:
     partial = partial_path(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -109,7 +117,7 @@ def _create_partial(path: Path) -> IO[str]:
     except PermissionError:
         raise RecordingUnwritable(path, "permission denied") from None
     except OSError as error:
-        raise RecordingUnwritable(path, f"{partial} cannot be created ({type(error).__name__})") from None
+        raise RecordingUnwritable(path, f"{partial} cannot be created ({_why(error)})") from None
     os.fchmod(descriptor, 0o600)  # whatever the umask
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
