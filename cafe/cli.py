@@ -123,6 +123,12 @@ def _recording_path(text: str) -> str:
     return text
 
 
+def _page_path(text: str) -> str:
+    if not text.strip():  # an empty one was taken for no --report at all: no page, and no word of it
+        raise argparse.ArgumentTypeError("needs a file path for the page")
+    return text
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -169,7 +175,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     replay.add_argument("--decision", action="append", metavar="D",
                         help="consent decisions in order (default: those the recording holds)")
     replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
-    replay.add_argument("--report", metavar="HTML",
+    replay.add_argument("--report", metavar="HTML", type=_page_path,
                         help="on a failed replay, write a page of the mismatch to HTML (private: 0600, never "
                              "overwritten)")
 

@@ -94,3 +94,4 @@ def test_python_dash_m_cafe_runs_the_command() -> None:
                           capture_output=True, text=True, env=environ, timeout=60, check=False)
     assert done.returncode == 31, done.stderr
     assert done.stderr == "cafe: error: /nonexistent/x.jsonl: no such recording\n"
+
