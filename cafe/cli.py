@@ -269,9 +269,9 @@ def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: 
     if args.record:
         out.write(printable(f"recorded {run.model_calls} call(s) to {args.record}\n"))
     for line in session.notes() if session else []:
-        out.write(line + "\n")
+        out.write(printable(line) + "\n")
     for line in report:
-        err.write(line + "\n")
+        err.write(printable(line) + "\n")
     return 0
 
 
@@ -326,7 +326,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
     finally:
         report = session.close() if session else []
     for line in report:
-        err.write(line + "\n")
+        err.write(printable(line) + "\n")
     _check_transcript(recording, run)
     if args.show:
         _print_shift(out, run, tracer, handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng))
@@ -337,7 +337,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
         f"every recorded call used; stop reason {run.stop_reason}\n"
     ))
     for line in session.notes() if session else []:
-        out.write(line + "\n")
+        out.write(printable(line) + "\n")
     return 0
 
 
@@ -359,7 +359,7 @@ def main(
     out, err = out or sys.stdout, err or sys.stderr
     try:
         def warn(line: str) -> None:
-            err.write(line + "\n")
+            err.write(printable(line) + "\n")
 
         plugins = load_plugins(warn)
         args = _build_parser(plugins).parse_args(argv)
