@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
@@ -198,6 +199,7 @@ def resolve_settings(
         raise TelemetryConfigError(
             f"OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION: {compression!r} is not gzip or none")
 
+    check_tls_files(env)
     return Settings(
         service_name=name,
         resource_attributes=resource,
@@ -209,6 +211,31 @@ def resolve_settings(
         capture=capture_mode(capture_content, env),
         disabled=_boolean(env, "OTEL_SDK_DISABLED"),
     )
+
+
+TLS_FILE_VARIABLES = tuple(
+    f"OTEL_EXPORTER_OTLP_{signal}{kind}"
+    for signal in ("", "TRACES_", "METRICS_")
+    for kind in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")
+)
+
+
+def check_tls_files(env: Mapping[str, str]) -> None:
+    """Each TLS file variable set names a readable regular file. The gRPC exporters read
+    them when they are built: a missing one printed the SDK's traceback on stderr, a
+    directory was an internal error, and a FIFO would block the command."""
+    for variable in TLS_FILE_VARIABLES:
+        path = env.get(variable, "").strip()
+        if not path:
+            continue
+        try:
+            found = os.stat(path)
+        except (OSError, ValueError):
+            raise TelemetryConfigError(f"{variable}: no file can be read at that path") from None
+        if not stat.S_ISREG(found.st_mode):
+            raise TelemetryConfigError(f"{variable}: the path is not a regular file (a PEM file is expected)")
+        if not os.access(path, os.R_OK):
+            raise TelemetryConfigError(f"{variable}: the file cannot be read (permission denied)")
 
 
 def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> str:

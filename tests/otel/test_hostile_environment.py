@@ -91,3 +91,30 @@ def test_a_metrics_choice_the_sdk_would_only_warn_about_is_exit_20(
 def test_the_values_the_sdk_accepts_still_run_the_shift(variable: str, value: str) -> None:
     code, _, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"], {variable: value})
     assert code == 0 and err.startswith("telemetry: "), err
+
+
+@pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+                                      "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "fifo"])
+def test_a_tls_file_that_is_not_a_readable_file_is_exit_20(
+    tmp_path: Path, variable: str, kind: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # gRPC's exporter reads these when it is built: a missing one printed the SDK's
+    # traceback, a directory was exit 70, a FIFO would block.
+    path = tmp_path / "ca.pem"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    code, _, err = _cli(["shift", "--seed", "1", f"--otlp=https://127.0.0.1:{closed_port()}"],
+                        {variable: str(path)})
+    assert code == 20 and err.count("\n") == 1 and err.startswith(f"cafe: error: {variable}: "), err
+    assert capfd.readouterr().err == ""
+
+
+def test_a_readable_tls_file_is_accepted(tmp_path: Path) -> None:
+    pem = tmp_path / "ca.pem"
+    pem.write_text("not really a certificate\n")
+    code, _, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"],
+                        {"OTEL_EXPORTER_OTLP_CERTIFICATE": str(pem)})
+    assert code == 0 and err.startswith("telemetry: "), err
