@@ -200,6 +200,7 @@ def resolve_settings(
             f"OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION: {compression!r} is not gzip or none")
 
     check_tls_files(env)
+    check_unoffered_choices(env)
     return Settings(
         service_name=name,
         resource_attributes=resource,
@@ -211,6 +212,25 @@ def resolve_settings(
         capture=capture_mode(capture_content, env),
         disabled=_boolean(env, "OTEL_SDK_DISABLED"),
     )
+
+
+# Variables of the specification whose other choices cafe does not offer: it keeps every
+# span (sampling is the Collector's, by whole trace: docs/deployment.md) and exports over
+# OTLP only. Any other value is refused, not ignored: it would not do what it says.
+_OFFERED = {
+    "OTEL_TRACES_SAMPLER": (("always_on", "parentbased_always_on"),
+                            "cafe keeps every span; sample in the Collector (tail sampling, docs/deployment.md)"),
+    "OTEL_TRACES_EXPORTER": (("otlp",),
+                             "spans leave over OTLP only; for none, leave --otlp and "
+                             "OTEL_EXPORTER_OTLP_ENDPOINT unset or set OTEL_SDK_DISABLED=true"),
+}
+
+
+def check_unoffered_choices(env: Mapping[str, str]) -> None:
+    for variable, (offered, why) in _OFFERED.items():
+        raw = env.get(variable, "")
+        if raw.strip() and raw.strip().lower() not in offered:
+            raise TelemetryConfigError(f"{variable}: {_shown(raw, 30)} is not offered ({why})")
 
 
 TLS_FILE_VARIABLES = tuple(

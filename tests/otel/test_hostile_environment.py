@@ -118,3 +118,22 @@ def test_a_readable_tls_file_is_accepted(tmp_path: Path) -> None:
     code, _, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"],
                         {"OTEL_EXPORTER_OTLP_CERTIFICATE": str(pem)})
     assert code == 0 and err.startswith("telemetry: "), err
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("OTEL_TRACES_SAMPLER", "always_off"), ("OTEL_TRACES_SAMPLER", "traceidratio"),
+    ("OTEL_TRACES_SAMPLER", "nonsense"), ("OTEL_TRACES_EXPORTER", "none"), ("OTEL_TRACES_EXPORTER", "zipkin"),
+])
+def test_a_sampler_or_span_exporter_cafe_does_not_offer_is_reported_not_ignored(variable: str, value: str) -> None:
+    # Before, the shift exported every span over OTLP whatever these said.
+    code, out, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"], {variable: value})
+    assert code == 20 and out == "" and err.startswith(f"cafe: error: {variable}: {value!r} is not offered ("), err
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("OTEL_TRACES_SAMPLER", "parentbased_always_on"), ("OTEL_TRACES_SAMPLER", " ALWAYS_ON "),
+    ("OTEL_TRACES_EXPORTER", "otlp"), ("OTEL_TRACES_EXPORTER", ""),
+])
+def test_the_choices_cafe_makes_may_be_spelt_out(variable: str, value: str) -> None:
+    code, _, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"], {variable: value})
+    assert code == 0 and err.startswith("telemetry: "), err
