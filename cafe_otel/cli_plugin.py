@@ -18,7 +18,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -28,7 +27,7 @@ from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
-from cafe.urls import http_url_problem
+from cafe.urls import http_url_problem, shown_url
 from cafe_otel import demo
 from cafe_otel.cli_logs import ExporterLogCapture, redactor
 from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, TelemetryHandle, configure
@@ -270,10 +269,7 @@ def _trace_ui(environ: Mapping[str, str]) -> str | None:
     problem = http_url_problem(raw)
     if problem is not None:
         raise TelemetryConfigError(f"CAFE_JAEGER_URL: {problem}; use the http(s)://HOST[:PORT] of Jaeger's UI")
-    parts = urlsplit(raw)
-    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
-    port = f":{parts.port}" if parts.port is not None else ""
-    return urlunsplit((parts.scheme.lower(), f"{host}{port}", parts.path, "", ""))
+    return shown_url(raw)
 
 
 plugin = OTelCliPlugin()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from cafe.errors import ConfigurationError
-from cafe.urls import http_url_problem
+from cafe.urls import http_url_problem, shown_url
 from cafe_otel import semconv as sc
 from cafe_otel.content import CaptureMode, capture_mode
 
@@ -327,9 +327,4 @@ def resolve_batch_settings(
 
 def display_endpoint(url: str) -> str:
     """The endpoint as error texts show it: no user:password part, no query string."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    return shown_url(url)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from cafe.errors import ConfigurationError, MissingSettings
-from cafe.urls import http_url_problem
+from cafe.urls import http_url_problem, shown_url
 
 # A recording scrubs the key wherever it occurs in text: a very short key would match
 # ordinary words and tool names. Kept equal to cafe.recording.scrub.MIN_SECRET_CHARS.
@@ -95,6 +95,10 @@ class LiveSettings:
     base_url: str
     api_key: Secret
     model: str
+
+    def __repr__(self) -> str:
+        # The base URL may carry a user:password or a key in its query, like the key itself.
+        return f"LiveSettings(base_url={shown_url(self.base_url)!r}, api_key={self.api_key!r}, model={self.model!r})"
 
     def __post_init__(self) -> None:
         check_api_key(self.api_key.reveal(), "the API key")

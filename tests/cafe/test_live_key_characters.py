@@ -45,3 +45,19 @@ def test_through_the_cli_it_is_one_line_exit_20() -> None:
 @given(st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=8, max_size=40))
 def test_every_visible_ascii_key_is_accepted(key: str) -> None:
     assert LiveSettings.from_env({**BASE, "CAFE_API_KEY": key}).api_key.reveal() == key
+
+
+def test_no_repr_shows_a_user_password_or_key_in_the_base_url(tmp_path) -> None:
+    from cafe.clients.live import LiveClient
+    from cafe.recording import RecordingClient
+
+    settings = LiveSettings.from_env({**BASE, "CAFE_API_KEY": "sk-0123456789abcdef",
+                                      "CAFE_BASE_URL": "http://jo:URL-PASSWORD@127.0.0.1:9/v1?key=URL-KEY#URL-FRAG"})
+    client = LiveClient(settings, max_retries=0)
+    recorder = RecordingClient(client, tmp_path / "r.jsonl")
+    try:
+        shown = repr(settings) + str(settings) + repr(client) + repr(recorder)
+    finally:
+        recorder.close()
+    assert "URL-" not in shown and "sk-0123456789abcdef" not in shown
+    assert "base_url='http://127.0.0.1:9/v1'" in repr(settings) and "base_url='http://127.0.0.1:9/v1'" in repr(client)
