@@ -491,6 +491,8 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
             # malformed is reported as what it is.
             if terminated:
                 raise
+            if ending is not None:  # a recorder writes nothing after the end line: no crash left this
+                raise reader.fail(number, "nothing after the end line", "another line") from None
             if number == 1:
                 if raw.lstrip().startswith(b"{"):
                     raise TruncatedRecording(path, 1, 0, usable=False) from None

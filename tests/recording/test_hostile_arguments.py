@@ -14,9 +14,16 @@ from cafe.clients.scripted import ScriptedClient
 from cafe.consent import make_responder
 from cafe.errors import CafeError, ScriptError
 from cafe.loop import run_shift
-from cafe.recording import RecordingClient, RecordingError, RecordingUnwritable, ReplayClient, load_recording
+from cafe.recording import (
+    MalformedLine,
+    RecordingClient,
+    RecordingError,
+    RecordingUnwritable,
+    ReplayClient,
+    load_recording,
+)
 from cafe.recording.modes import RecordMode, UnknownRecordMode
-from tests.recording.helpers import call, header, run_cli
+from tests.recording.helpers import call, header, run_cli, valid_bytes
 
 
 def _recording(tmp_path: Path) -> Path:
@@ -61,3 +68,19 @@ def test_a_record_path_with_a_name_too_long_is_unwritable_not_an_internal_error(
     code, _, err = run_cli("shift", "--record", str(near))
     assert code == 38 and "cannot be created (file name too long)" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tail", [b"x", b'{"call": 3, "requ', b"\x00"])
+@pytest.mark.parametrize("allow_truncated", [False, True])
+def test_a_cut_line_after_the_end_line_is_malformed_not_truncation(
+    tmp_path: Path, tail: bytes, allow_truncated: bool
+) -> None:
+    # A recorder writes nothing after the end line, so no crash leaves a line there: the
+    # remedy --allow-truncated named for it did not apply (and quietly accepted the file).
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(valid_bytes(calls=2) + tail)
+    with pytest.raises(MalformedLine) as raised:
+        load_recording(path, allow_truncated=allow_truncated)
+    assert str(raised.value) == f"{path}:5: expected nothing after the end line, found another line"
+    code, _, err = run_cli("replay", str(path))
+    assert code == 33 and "--allow-truncated" not in err
