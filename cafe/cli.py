@@ -210,16 +210,30 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(_escape, text)
 
 
+class _Escaping:
+    """A text stream whose writes are `printable`: every command's output (plugins' too)
+    reaches the terminal through one, whatever recording, file name or reply it quotes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
     usage = usage_of(tracer)
-    out.write(printable(
+    out.write(
         "== transcript ==\n" + transcript(run) + "\n\n"
         "== spans ==\n" + tracer.render() + "\n\n"
         f"== usage ==\n{usage.calls} model call(s), {usage.input_tokens} input + "
         f"{usage.output_tokens} output = {usage.total_tokens} tokens, {usage.seconds:.3f}s in calls\n\n"
         "== handover ==\n" + note + "\n\n"
         f"stop reason: {run.stop_reason}\n"
-    ))
+    )
 
 
 def _open_telemetry(
@@ -267,11 +281,11 @@ def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: 
     _print_shift(out, run, tracer, note)
     out.write(f"seed: {seed}\n")
     if args.record:
-        out.write(printable(f"recorded {run.model_calls} call(s) to {args.record}\n"))
+        out.write(f"recorded {run.model_calls} call(s) to {args.record}\n")
     for line in session.notes() if session else []:
-        out.write(printable(line) + "\n")
+        out.write(line + "\n")
     for line in report:
-        err.write(printable(line) + "\n")
+        err.write(line + "\n")
     return 0
 
 
@@ -321,30 +335,30 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
     except ReplayError as error:
         if args.report:
             view.write_mismatch_report(args.report, recording, error)
-            out.write(printable(f"wrote the mismatch report {args.report} (private, mode 0600)\n"))
+            out.write(f"wrote the mismatch report {args.report} (private, mode 0600)\n")
         raise
     finally:
         report = session.close() if session else []
     for line in report:
-        err.write(printable(line) + "\n")
+        err.write(line + "\n")
     _check_transcript(recording, run)
     if args.show:
         _print_shift(out, run, tracer, handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng))
     matched = ("transcript matches" if recording.ending else
                "no end line recorded (the shift did not finish): stopped after its last recorded call")
-    out.write(printable(
+    out.write(
         f"replayed {run.model_calls} call(s) from {args.path} with 0 model calls: {matched}; "
         f"every recorded call used; stop reason {run.stop_reason}\n"
-    ))
+    )
     for line in session.notes() if session else []:
-        out.write(printable(line) + "\n")
+        out.write(line + "\n")
     return 0
 
 
 def _one_line(error: BaseException, text: str | None = None) -> str:
     """The error and its notes (where a failed recording left its calls) on one line."""
     parts = [str(error) if text is None else text, *getattr(error, "__notes__", ())]
-    return printable("; ".join(part.replace("\n", " ") for part in parts if part))
+    return "; ".join(part.replace("\n", " ") for part in parts if part)
 
 
 def main(
@@ -356,10 +370,11 @@ def main(
     load_plugins: PluginLoader = installed_plugins,
 ) -> int:
     environ = os.environ if environ is None else environ
-    out, err = out or sys.stdout, err or sys.stderr
+    out = cast(TextIO, _Escaping(out or sys.stdout))
+    err = cast(TextIO, _Escaping(err or sys.stderr))
     try:
         def warn(line: str) -> None:
-            err.write(printable(line) + "\n")
+            err.write(line + "\n")
 
         plugins = load_plugins(warn)
         args = _build_parser(plugins).parse_args(argv)

@@ -95,3 +95,12 @@ def test_python_dash_m_cafe_runs_the_command() -> None:
     assert done.returncode == 31, done.stderr
     assert done.stderr == "cafe: error: /nonexistent/x.jsonl: no such recording\n"
 
+
+
+def test_every_command_output_is_escaped_a_finding_path_from_a_recording_key_too(tmp_path: Path) -> None:
+    # The key is the recording's, not cafe's: check-recording quoted it raw on stdout.
+    path = tmp_path / "odd.jsonl"
+    path.write_text(json.dumps({"\x1b]0;owned\x07": "jo.smith@gmail.com"}) + "\n", encoding="utf-8")
+    code, out, err = _run("check-recording", str(path))
+    assert code == 39 and _unsafe(out) == [] and _unsafe(err) == []
+    assert r"e-mail address (in $.\x1b]0;owned\x07)" in out
