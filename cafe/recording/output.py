@@ -99,6 +99,9 @@ def write_output(path: Path | str, data: bytes, *, reads: Iterable[Path | str] =
             os.replace(temporary, path)
     except FileExistsError:
         raise UnsafeOutput(path, "a file appeared there while it was being written") from None
+    except OSError as error:  # a full disk, a file size limit: the target is left as it was
+        reason = os.strerror(error.errno).lower() if error.errno else type(error).__name__
+        raise UnsafeOutput(path, f"it could not be written ({reason}); what was there is unchanged") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)

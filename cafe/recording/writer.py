@@ -178,11 +178,15 @@ class RecordingWriter:
         text = self._serialise(obj)
         if self._scrubber.may_need_scrubbing(text):
             text = self._serialise(self._scrub_line(obj))
-        self._file.write(text + "\n")
+        try:
+            self._file.write(text + "\n")
+            self._file.flush()
+            if self._durable:
+                os.fsync(self._file.fileno())
+        except OSError as error:  # the disk is full, a quota or file size limit is reached
+            raise RecordingError(f"{self.path}: line {self.lines + 1} could not be written to {self.partial} "
+                                 f"({_why(error)})") from None
         self.lines += 1
-        self._file.flush()
-        if self._durable:
-            os.fsync(self._file.fileno())
 
     def _scrub_line(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Every string value scrubbed but the format's own: the values the writer makes
@@ -207,8 +211,9 @@ class RecordingWriter:
         return self._scrubber.scrub_json(json_document(value))
 
     def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
+        # Counted once written: a call whose line failed is not among those kept.
+        self._write_line(RecordedCall(self.calls + 1, self.calls + 2, request, response, timing).to_json())
         self.calls += 1
-        self._write_line(RecordedCall(self.calls, self.calls + 1, request, response, timing).to_json())
 
     def write_end(self, ending: Ending) -> None:
         self._write_line(ending.to_json())
@@ -218,9 +223,13 @@ class RecordingWriter:
         what is there; mode `once` never does)."""
         if self.committed or self._file.closed:
             return
-        self._file.flush()
-        os.fsync(self._file.fileno())  # the rename must not outlive the lines it publishes
-        self._file.close()
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())  # the rename must not outlive the lines it publishes
+            self._file.close()
+        except OSError as error:
+            raise RecordingError(f"{self.path}: the recording could not be completed in {self.partial} "
+                                 f"({_why(error)})") from None
         try:
             if self._mode is RecordMode.ALL:
                 os.replace(self.partial, self.path)
@@ -232,13 +241,17 @@ class RecordingWriter:
             raise RecordingUnwritable(self.path, f"it is a directory (kept at {self.partial})") from None
         except PermissionError:
             raise RecordingUnwritable(self.path, f"permission denied (kept at {self.partial})") from None
+        except OSError as error:
+            raise RecordingUnwritable(self.path, f"{_why(error)} (kept at {self.partial})") from None
         self.committed = True
 
     def abort(self) -> Path | None:
         """The recording did not finish: `PATH` is left as it was. The partial file is kept
         (and returned) when it holds at least one call, else removed."""
         if not self._file.closed:
-            self._file.close()
+            # A write that failed (a full disk) leaves its bytes buffered: closing retries them.
+            with contextlib.suppress(OSError):
+                self._file.close()
         if self.committed:
             return None
         if self.calls:
