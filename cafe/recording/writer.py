@@ -28,7 +28,7 @@ from cafe.recording.errors import (
     RecordingExists,
     RecordingUnwritable,
 )
-from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
+from cafe.recording.format import FORMAT_NAME, FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import check_header
 from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber
@@ -52,6 +52,25 @@ def not_regular(mode: int) -> str | None:
         if test(mode):
             return name
     return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+_FIRST_LINE_LIMIT = 1024 * 1024
+
+
+def holds_recording(path: Path) -> bool:
+    """Whether the file's first line is a cafe recording header or a plain call line."""
+    try:
+        with open(path, "rb") as source:
+            first = source.readline(_FIRST_LINE_LIMIT)
+    except OSError:
+        return False
+    try:
+        value = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and (
+        value.get("format") == FORMAT_NAME or ("request" in value and "response" in value)
+    )
 
 
 def check_target(path: Path, mode: RecordMode) -> None:
@@ -78,6 +97,10 @@ def check_target(path: Path, mode: RecordMode) -> None:
         raise RecordingExists(path)
     if found.st_uid != os.geteuid():
         raise RecordingUnwritable(path, "the file there belongs to another user")
+    if found.st_size and not holds_recording(path):
+        # Re-recording replaces a recording; a mistyped path must not replace notes or code.
+        raise RecordingUnwritable(path, "the file there is not a cafe recording, and re-recording replaces "
+                                        "only a recording (choose another path)")
 
 
 def _check_readable(path: Path, header: Header) -> None:

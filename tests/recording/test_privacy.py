@@ -26,7 +26,7 @@ from cafe.recording import (
 )
 from cafe.recording.check import check_file, customer_data_kinds, iban_ok, luhn_ok
 from cafe.recording.errors import RecordingNotClean, RecordingNotFound, RecordingUnwritable
-from tests.recording.helpers import dump, header, run_cli, snapshot
+from tests.recording.helpers import dump, header, run_cli, snapshot, valid_bytes
 
 CANARY_KEY = "sk-cafecanary0123456789abcdefXYZ"
 CANARY_AUTH = "Basic Y2FmZS1jYW5hcnk6aHVudGVyMg=="
@@ -213,7 +213,7 @@ def test_once_refuses_to_overwrite_and_leaves_the_file_untouched(tmp_path: Path)
 
 def test_all_re_records_and_tightens_the_mode(tmp_path: Path):
     path = tmp_path / "a.jsonl"
-    path.write_text("old\n")
+    path.write_bytes(valid_bytes(calls=1))  # an earlier recording (only a recording is re-recorded)
     path.chmod(0o644)
     _record(path, "all")
     assert path.stat().st_mode & 0o777 == 0o600
