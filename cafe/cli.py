@@ -10,10 +10,11 @@ import argparse
 import json
 import os
 import random
+import re
 import secrets
+import stat
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
@@ -40,12 +41,29 @@ from cafe.transcript import transcript, transcript_digest
 EXIT_INTERNAL = 70
 
 
+MAX_SCRIPT_BYTES = 1024 * 1024
+
+
+def _read_bounded(path: str) -> bytes:
+    """The file's bytes, if it is a regular file of at most MAX_SCRIPT_BYTES: opened without
+    blocking (a FIFO would wait for a writer forever) and read no further than the bound
+    (/dev/zero never ends)."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as source:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ScriptError(f"{path}: a script must be a regular file (this is a FIFO, device or directory)")
+        data = source.read(MAX_SCRIPT_BYTES + 1)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"{path}: the script is longer than {MAX_SCRIPT_BYTES} bytes")
+    return data
+
+
 def _read_script(path: str) -> list[str]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read_bounded(path).decode("utf-8")
     except FileNotFoundError:
         raise ScriptError(f"{path}: no such script file") from None
-    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as error:
+    except (UnicodeDecodeError, OSError) as error:
         raise ScriptError(f"{path}: cannot be read as a UTF-8 text script ({type(error).__name__})") from None
     lines = [line.strip() for line in text.splitlines()]
     script = [line for line in lines if line and not line.startswith("#")]
@@ -105,6 +123,12 @@ def _recording_path(text: str) -> str:
     return text
 
 
+def _page_path(text: str) -> str:
+    if not text.strip():  # an empty one was taken for no --report at all: no page, and no word of it
+        raise argparse.ArgumentTypeError("needs a file path for the page")
+    return text
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -151,7 +175,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     replay.add_argument("--decision", action="append", metavar="D",
                         help="consent decisions in order (default: those the recording holds)")
     replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
-    replay.add_argument("--report", metavar="HTML",
+    replay.add_argument("--report", metavar="HTML", type=_page_path,
                         help="on a failed replay, write a page of the mismatch to HTML (private: 0600, never "
                              "overwritten)")
 
@@ -169,16 +193,47 @@ def _seeded(seed: int | None) -> tuple[int, random.Random, str]:
     return seed, rng, conversation_id
 
 
+# Control characters (terminal escape sequences, a carriage return, a bell) and lone
+# surrogates, which have no UTF-8 form: customer lines, model replies and file names carry
+# them, and printed raw they would drive the reader's terminal or fail the write.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every control character but newline and tab, and every lone surrogate,
+    shown as an escape: what cafe prints on a terminal."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+class _Escaping:
+    """A text stream whose writes are `printable`: every command's output (plugins' too)
+    reaches the terminal through one, whatever recording, file name or reply it quotes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
     usage = usage_of(tracer)
-    out.write("== transcript ==\n" + transcript(run) + "\n\n")
-    out.write("== spans ==\n" + tracer.render() + "\n\n")
     out.write(
+        "== transcript ==\n" + transcript(run) + "\n\n"
+        "== spans ==\n" + tracer.render() + "\n\n"
         f"== usage ==\n{usage.calls} model call(s), {usage.input_tokens} input + "
         f"{usage.output_tokens} output = {usage.total_tokens} tokens, {usage.seconds:.3f}s in calls\n\n"
+        "== handover ==\n" + note + "\n\n"
+        f"stop reason: {run.stop_reason}\n"
     )
-    out.write("== handover ==\n" + note + "\n\n")
-    out.write(f"stop reason: {run.stop_reason}\n")
 
 
 def _open_telemetry(
@@ -315,7 +370,8 @@ def main(
     load_plugins: PluginLoader = installed_plugins,
 ) -> int:
     environ = os.environ if environ is None else environ
-    out, err = out or sys.stdout, err or sys.stderr
+    out = cast(TextIO, _Escaping(out or sys.stdout))
+    err = cast(TextIO, _Escaping(err or sys.stderr))
     try:
         def warn(line: str) -> None:
             err.write(line + "\n")

@@ -48,6 +48,17 @@ class UnknownToolCallId(ConversationError):
         )
 
 
+class NotJSON(ConversationError):
+    """A request holding a value JSON has no form for (a UUID, a set, bytes, a cycle, ...):
+    it could be neither sent, recorded nor matched against a recording. The message names
+    where, and what was found by type only."""
+
+    def __init__(self, where: str, found: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: expected plain JSON (objects, arrays, strings, numbers, booleans, null), "
+                         f"found {found}")
+
+
 class ScriptError(CafeError):
     """A customer script or consent-decision file that cannot be used."""
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 from typing import Any
 
 import orjson
+
+from cafe.errors import NotJSON
 
 # orjson refuses (instead of converting) subclasses of str, int, dict and list, dataclasses
 # and datetimes, so bytes it does write come from plain JSON types.
@@ -119,3 +122,57 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return f"an object of {len(value)} key(s)" if value else "an empty object"
     return type(value).__name__
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_MAX_WALK_DEPTH = 500
+_PLAIN_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def _key_step(key: object) -> str:
+    # A path names protocol keys as they are; any other key (customer text, a control
+    # character) only by its size, so the path can go into an error line.
+    text = str(key)
+    if text and len(text) <= 64 and set(text) <= _PLAIN_KEY_CHARS:
+        return f".{text}"
+    return f".<a key of {len(text)} characters>"
+
+
+def _first_non_json(value: Any, where: str) -> tuple[str, str] | None:
+    """The path and kind of the first value `json.dumps` cannot write, walked without
+    recursion (the value may be nested too deep for it, or hold itself)."""
+    stack: list[tuple[Any, str, int, frozenset[int]]] = [(value, where, 0, frozenset())]
+    while stack:
+        item, path, depth, ancestors = stack.pop()
+        if depth > _MAX_WALK_DEPTH:
+            return path, f"nesting deeper than {_MAX_WALK_DEPTH} levels"
+        if isinstance(item, dict | list | tuple):
+            if id(item) in ancestors:
+                return path, "a value that contains itself"
+            inner = ancestors | {id(item)}
+            if isinstance(item, dict):
+                for key in item:
+                    if not isinstance(key, _SCALARS):
+                        return path, f"a key of type {type(key).__name__}"
+                children = [(child, path + _key_step(key)) for key, child in item.items()]
+            else:
+                children = [(child, f"{path}[{index}]") for index, child in enumerate(item)]
+            stack.extend((child, step, depth + 1, inner) for child, step in reversed(children))
+        elif isinstance(item, int) and not isinstance(item, bool):
+            try:
+                str(item)
+            except ValueError:  # beyond the interpreter's digit limit for int-to-text
+                return path, "an integer too long to write"
+        elif not isinstance(item, _SCALARS):
+            return path, f"a value of type {type(item).__name__}"
+    return None
+
+
+def json_document(value: Any, where: str = "request") -> Any:
+    """`value` as it reads back from JSON text (tuples become lists, NaN stays NaN), or
+    `NotJSON` naming the first value that JSON cannot write and its path."""
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        path, kind = _first_non_json(value, where) or (where, "a value JSON cannot write")
+        raise NotJSON(path if len(path) <= 160 else path[:160] + "…", kind) from None

@@ -14,6 +14,7 @@ from typing import Any
 from cafe.clients.base import ChatClient, Message, first_message, tool_calls_of
 from cafe.consent import DECISIONS, Approval, ConsentGate, GateEntry, Responder
 from cafe.dispatch import ToolDispatcher
+from cafe.errors import ScriptError
 from cafe.executor import FireAttempt, ProtectedExecutor
 from cafe.orders import FiredTicket, OrderState, ToolLogEntry
 from cafe.outcomes import ConsentDecision, StopReason, ToolStatus
@@ -84,6 +85,8 @@ def run_shift(
     temperature: float = 0.0,
     system_prompt: str = SYSTEM_PROMPT,
 ) -> ShiftRun:
+    if isinstance(user_turns, str):  # its characters would each be taken for a customer line
+        raise ScriptError("the customer lines must be a list of strings, not one string")
     tracer = tracer if tracer is not None else NullTracer()
     if tracer.listening and not isinstance(client, TracingClient):
         client = TracingClient(client, tracer)

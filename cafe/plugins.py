@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Protocol
 
+from cafe.errors import CafeError
 from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
 
@@ -50,12 +51,16 @@ PluginLoader = Callable[[Callable[[str], None]], list[CliPlugin]]
 
 def installed_plugins(warn: Callable[[str], None]) -> list[CliPlugin]:
     """Load every installed plugin. One that fails to load is reported through `warn` and
-    left out: a broken add-on must not take the harness's own commands down with it."""
+    left out: a broken add-on must not take the harness's own commands down with it. One
+    that refuses to load with a CafeError (a setting of its that is bad, exit 20) says so
+    as the command's error: left out, its options would be "unrecognized" instead."""
     plugins = []
     for entry in sorted(entry_points(group="cafe.plugins"), key=lambda e: e.name):
         try:
             factory = entry.load()
             plugins.append(factory() if callable(factory) else factory)
+        except CafeError:
+            raise
         except Exception as error:
             warn(f"cafe: warning: plugin {entry.name!r} did not load ({type(error).__name__})")
     return plugins

@@ -26,3 +26,18 @@ def http_url_problem(url: str) -> str | None:
     if port == 0:
         return "port 0 is not a port to send to"
     return None
+
+
+def shown_url(url: str) -> str:
+    """The URL as a repr, an error or a note shows it: no user:password part, no query
+    string, no fragment (a key may be in any of them)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "<a malformed URL>"
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if port:
+        netloc += f":{port}"
+    return f"{parts.scheme}://{netloc}{parts.path}"

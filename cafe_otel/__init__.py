@@ -4,6 +4,8 @@ Metadata-only by default, with a fail-soft, bounded export boundary. Importing t
 package has no side effects: nothing global is set; `configure()` returns a handle.
 """
 
+# First: it checks the span limit variables the SDK reads when it is imported (see there).
+from cafe_otel import _environment  # noqa: F401
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.configure import TelemetryHandle, configure

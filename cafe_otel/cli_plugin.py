@@ -27,6 +27,7 @@ from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
+from cafe.urls import http_url_problem, shown_url
 from cafe_otel import demo
 from cafe_otel.cli_logs import ExporterLogCapture, redactor
 from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, TelemetryHandle, configure
@@ -34,7 +35,7 @@ from cafe_otel.golden import check_golden
 from cafe_otel.ids import SequentialIdGenerator
 from cafe_otel.otlp import encode
 from cafe_otel.recording_export import export_recording
-from cafe_otel.settings import GRPC, HTTP, MAX_SECONDS, seconds_in_range
+from cafe_otel.settings import GRPC, HTTP, MAX_SECONDS, TelemetryConfigError, seconds_in_range
 from cafe_otel.span_listener import SpanListener
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -242,6 +243,7 @@ class OTelCliPlugin:
     ) -> OTelSession | None:
         if not _wanted(args, environ):
             return None
+        trace_ui = _trace_ui(environ)  # checked before a handle exists that would need closing
         _quiet_grpc_core(environ)
         handle = _handle(args, environ)
         if not handle.enabled:
@@ -255,7 +257,19 @@ class OTelCliPlugin:
                 clock, origin = timeline
         return OTelSession(handle, handle.tracer(clock, origin_unix_nano=origin),
                            logs=_capture(handle, environ).__enter__(),
-                           trace_ui=environ.get("CAFE_JAEGER_URL", "").strip() or None)
+                           trace_ui=trace_ui)
+
+
+def _trace_ui(environ: Mapping[str, str]) -> str | None:
+    """CAFE_JAEGER_URL as the trace notes print it: an http(s) URL with a host, shown without
+    a user:password, query or fragment (the notes go to stdout, and so into CI logs)."""
+    raw = environ.get("CAFE_JAEGER_URL", "").strip()
+    if not raw:
+        return None
+    problem = http_url_problem(raw)
+    if problem is not None:
+        raise TelemetryConfigError(f"CAFE_JAEGER_URL: {problem}; use the http(s)://HOST[:PORT] of Jaeger's UI")
+    return shown_url(raw)
 
 
 plugin = OTelCliPlugin()

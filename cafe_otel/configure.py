@@ -39,6 +39,7 @@ from cafe.trace.clock import Clock
 from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
+from cafe_otel._environment import span_limits
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.batch import BoundedBatchSpanProcessor
@@ -291,6 +292,7 @@ def configure(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
         id_generator=id_generator,
         sampler=chosen_sampler,
+        span_limits=span_limits(os.environ if environ is None else environ),  # checked, not a ValueError
         # Our handle's shutdown is the bounded one; at exit the provider's hook finds
         # everything already closed, or closes it within the batch processor's bound.
         shutdown_on_exit=True,

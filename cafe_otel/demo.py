@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import tempfile
 from collections import Counter
@@ -30,8 +31,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from cafe.clients.story import StoryClient
 from cafe.consent import make_responder
 from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
+from cafe.errors import UsageError
 from cafe.handover import handover_note
 from cafe.loop import ShiftRun
+from cafe.recording.errors import RecordingError, RecordingExists
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
@@ -42,6 +45,7 @@ from cafe_otel.otlp import encode
 
 DEMO_SEED = 7
 CONVERSATION_ID = "demo-shift-1"
+RECORDING_NAME = "shift.jsonl"
 
 
 class _KeptMetrics(MetricExporter):
@@ -165,10 +169,33 @@ def _customer_text(run: ShiftRun) -> list[str]:
     return said + sorted(words)
 
 
+class KeptRecordingExists(RecordingExists):
+    """`--keep DIR` already holds a demo recording: the demo never overwrites one (and has
+    no record mode to ask it to)."""
+
+    def __init__(self, path: Path) -> None:
+        RecordingError.__init__(self, f"{path}: a recording already exists; cafe demo never overwrites one "
+                                      "(choose another --keep DIR, or remove it)")
+        self.path, self.kept = path, None
+
+
+def _keep_directory(keep: Path) -> Path:
+    """Where a kept recording goes, checked before the shift: a directory, made if missing."""
+    if os.path.lexists(keep) and not keep.is_dir():
+        raise UsageError(f"cafe demo --keep {keep}: not a directory")
+    path = keep / RECORDING_NAME
+    if os.path.lexists(path):
+        raise KeptRecordingExists(path)
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cafe demo --keep {keep}: the directory cannot be made ({type(error).__name__})") from None
+    return keep
+
+
 def run_demo(out: TextIO, keep: Path | None = None) -> int:
-    directory = keep if keep is not None else Path(tempfile.mkdtemp(prefix="cafe-demo-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "shift.jsonl"
+    directory = _keep_directory(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="cafe-demo-"))
+    path = directory / RECORDING_NAME
     try:
         return _demo(out, path, kept=keep is not None)
     finally:
@@ -231,9 +258,15 @@ def _demo(out: TextIO, path: Path, *, kept: bool) -> int:
     return 0 if same and not leaked else 1
 
 
+def _directory_argument(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a directory (an empty path would keep it in the current one)")
+    return Path(text)
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("demo", help="one offline shift: the story, its recording, spans, telemetry, replay")
-    parser.add_argument("--keep", metavar="DIR", type=Path,
+    parser.add_argument("--keep", metavar="DIR", type=_directory_argument,
                         help="keep the recording in DIR (default: a temporary directory, removed at the end)")
     parser.set_defaults(run=run)
 

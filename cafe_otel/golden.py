@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cafe.errors import CafeError
 from cafe.recording.format import Recording
-from cafe.recording.output import check_output, write_output
+from cafe.recording.output import UnsafeOutput, check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import replay_shift
 from cafe.trace.clock import TickClock
@@ -27,26 +27,39 @@ from cafe_otel.otlp import describe, encode
 REPLAY_SERVICE = "cafe-replay"
 
 
-def _update_command(recording: Path | str | None, golden: Path) -> str:
-    return f"cafe golden {recording if recording is not None else 'RECORDING'} {golden} --update"
+def _update_command(recording: Path | str | None, golden: Path, truncated: bool = False) -> str:
+    flags = " --allow-truncated" if truncated else ""
+    return f"cafe golden {recording if recording is not None else 'RECORDING'} {golden} --update{flags}"
+
+
+def remedy(recording: Path | str | None, golden: Path, truncated: bool = False, verb: str = "write one") -> str:
+    """The way to (re)write the golden file, checked: `--update` is named only where it
+    would write; elsewhere (a directory, a FIFO, the recording itself) why it would not."""
+    try:
+        check_output(golden, reads=[recording] if recording is not None else [])
+    except UnsafeOutput as error:
+        return f"--update cannot write it there: {error.why}; choose another golden path"
+    return f"{verb} with `{_update_command(recording, golden, truncated)}`"
 
 
 class GoldenMissing(CafeError):
     exit_code = 46
 
-    def __init__(self, path: Path, recording: Path | str | None = None) -> None:
-        super().__init__(f"{path}: no golden OTLP file (write one with `{_update_command(recording, path)}`)")
+    def __init__(self, path: Path, recording: Path | str | None = None, fix: str | None = None) -> None:
+        fix = fix or f"write one with `{_update_command(recording, path)}`"
+        super().__init__(f"{path}: no golden OTLP file ({fix})")
 
 
 class GoldenMismatch(CafeError):
     exit_code = 47
 
     def __init__(self, path: Path, where: str, expected: bytes, actual: bytes,
-                 recording: Path | str | None = None) -> None:
+                 recording: Path | str | None = None, fix: str | None = None) -> None:
         self.path, self.where, self.expected, self.actual = path, where, expected, actual
+        fix = fix or f"accept it with `{_update_command(recording, path)}`"
         super().__init__(
             f"{path}: the replay's OTLP differs from the golden file: {where} "
-            f"(if the change is intended, accept it with `{_update_command(recording, path)}`)"
+            f"(if the change is intended, {fix})"
         )
 
 
@@ -115,10 +128,12 @@ def check_golden(recording: Recording | Path | str, golden: Path | str, *, updat
     if update:
         write_output(golden, actual, reads=[source])
         return f"wrote golden OTLP ({len(actual)} bytes) to {golden}"
+    truncated = isinstance(recording, Recording) and recording.truncated
     if not golden.is_file():
-        raise GoldenMissing(golden, source)
+        raise GoldenMissing(golden, source, remedy(source, golden, truncated))
     expected = golden.read_bytes()
     where = first_change(expected, actual)
     if where is not None:
-        raise GoldenMismatch(golden, where, expected, actual, source)
+        raise GoldenMismatch(golden, where, expected, actual, source,
+                             remedy(source, golden, truncated, verb="accept it"))
     return f"golden OTLP matches ({len(actual)} bytes, {golden})"

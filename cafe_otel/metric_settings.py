@@ -10,6 +10,10 @@
   traces use (an explicit endpoint argument or `OTEL_EXPORTER_OTLP_ENDPOINT`), to which OTLP/HTTP
   appends `/v1/metrics`. Protocol, headers and compression are the traces' unless
   `OTEL_EXPORTER_OTLP_METRICS_HEADERS` is set.
+- `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE` (`cumulative`, `delta`, `lowmemory`) and
+  `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION` (`explicit_bucket_histogram`,
+  `base2_exponential_bucket_histogram`) are read by the SDK's exporter; any other value is a
+  configuration error here (the SDK would print its own warning and use the default).
 """
 
 from __future__ import annotations
@@ -83,6 +87,24 @@ def _metrics_endpoint(traces: Settings, explicit_endpoint: str | None, env: Mapp
     return url  # an explicit path of the user's own: both signals go there
 
 
+TEMPORALITY_VARIABLE = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+TEMPORALITIES = ("cumulative", "delta", "lowmemory")
+HISTOGRAM_VARIABLE = "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"
+HISTOGRAM_AGGREGATIONS = ("explicit_bucket_histogram", "base2_exponential_bucket_histogram")
+
+
+def _check_sdk_choices(env: Mapping[str, str]) -> None:
+    # As the SDK compares them: the temporality stripped and in any case, the aggregation exactly.
+    temporality = env.get(TEMPORALITY_VARIABLE)
+    if temporality is not None and temporality.strip().lower() not in TEMPORALITIES:
+        raise TelemetryConfigError(f"{TEMPORALITY_VARIABLE}: {temporality[:20]!r} is not "
+                                   + ", ".join(TEMPORALITIES[:-1]) + f" or {TEMPORALITIES[-1]}")
+    aggregation = env.get(HISTOGRAM_VARIABLE)
+    if aggregation is not None and aggregation not in HISTOGRAM_AGGREGATIONS:
+        raise TelemetryConfigError(f"{HISTOGRAM_VARIABLE}: {aggregation[:40]!r} is not "
+                                   + " or ".join(HISTOGRAM_AGGREGATIONS))
+
+
 def resolve_metric_settings(
     traces: Settings,
     *,
@@ -93,6 +115,7 @@ def resolve_metric_settings(
     """`traces` is the resolved span settings (protocol, headers and base endpoint are shared);
     `endpoint` the explicit endpoint argument `configure` was given, if any."""
     env = os.environ if environ is None else environ
+    _check_sdk_choices(env)
     if export_interval is not None:
         interval = seconds_in_range(export_interval, "metric export_interval argument")
     else:

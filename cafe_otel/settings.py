@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from cafe.errors import ConfigurationError
-from cafe.urls import http_url_problem
+from cafe.urls import http_url_problem, shown_url
 from cafe_otel import semconv as sc
 from cafe_otel.content import CaptureMode, capture_mode
 
@@ -198,6 +199,8 @@ def resolve_settings(
         raise TelemetryConfigError(
             f"OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION: {compression!r} is not gzip or none")
 
+    check_tls_files(env)
+    check_unoffered_choices(env)
     return Settings(
         service_name=name,
         resource_attributes=resource,
@@ -209,6 +212,48 @@ def resolve_settings(
         capture=capture_mode(capture_content, env),
         disabled=_boolean(env, "OTEL_SDK_DISABLED"),
     )
+
+
+# Variables of the specification whose other choices cafe does not offer: spans leave over
+# OTLP only. Any other value is refused, not ignored: it would not do what it says. (The
+# sampler variables are read by cafe_otel.sampling.)
+_OFFERED = {
+    "OTEL_TRACES_EXPORTER": (("otlp",),
+                             "spans leave over OTLP only; for none, leave --otlp and "
+                             "OTEL_EXPORTER_OTLP_ENDPOINT unset or set OTEL_SDK_DISABLED=true"),
+}
+
+
+def check_unoffered_choices(env: Mapping[str, str]) -> None:
+    for variable, (offered, why) in _OFFERED.items():
+        raw = env.get(variable, "")
+        if raw.strip() and raw.strip().lower() not in offered:
+            raise TelemetryConfigError(f"{variable}: {_shown(raw, 30)} is not offered ({why})")
+
+
+TLS_FILE_VARIABLES = tuple(
+    f"OTEL_EXPORTER_OTLP_{signal}{kind}"
+    for signal in ("", "TRACES_", "METRICS_")
+    for kind in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")
+)
+
+
+def check_tls_files(env: Mapping[str, str]) -> None:
+    """Each TLS file variable set names a readable regular file. The gRPC exporters read
+    them when they are built: a missing one printed the SDK's traceback on stderr, a
+    directory was an internal error, and a FIFO would block the command."""
+    for variable in TLS_FILE_VARIABLES:
+        path = env.get(variable, "").strip()
+        if not path:
+            continue
+        try:
+            found = os.stat(path)
+        except (OSError, ValueError):
+            raise TelemetryConfigError(f"{variable}: no file can be read at that path") from None
+        if not stat.S_ISREG(found.st_mode):
+            raise TelemetryConfigError(f"{variable}: the path is not a regular file (a PEM file is expected)")
+        if not os.access(path, os.R_OK):
+            raise TelemetryConfigError(f"{variable}: the file cannot be read (permission denied)")
 
 
 def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> str:
@@ -280,9 +325,4 @@ def resolve_batch_settings(
 
 def display_endpoint(url: str) -> str:
     """The endpoint as error texts show it: no user:password part, no query string."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    return shown_url(url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from cafe.errors import UnknownToolCallId
+from cafe.errors import ConversationError, UnknownToolCallId
 
 Message = dict[str, Any]
 Response = dict[str, Any]
@@ -66,26 +66,35 @@ def endpoint_of(client: object) -> tuple[str | None, int | None]:
     return None, None
 
 
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
 def check_tool_call_ids(messages: Sequence[Message]) -> None:
-    """Refuse a tool result whose tool_call_id no earlier assistant call opened."""
+    """Refuse a conversation that is not a list of message objects, and a tool result whose
+    tool_call_id no earlier assistant call opened."""
+    if not isinstance(messages, list | tuple):
+        raise ConversationError(f"messages: expected a list of message objects, found a {_kind(messages)}")
     # On every model call's path (a replay's too): one lookup of the role, plain loops.
-    opened: set[Any] = set()
+    opened: set[str] = set()
     for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ConversationError(f"messages[{index}]: expected a message object, found a {_kind(message)}")
         role = message.get("role")
         if role == "tool":
             answered = message.get("tool_call_id")
-            try:
-                known = answered in opened
-            except TypeError:  # an unhashable id (a list) answers nothing
-                known = False
-            if not known:
+            if not isinstance(answered, str) or answered not in opened:  # a list (unhashable) too
                 raise UnknownToolCallId(index, str(answered))
         elif role == "assistant":
-            for call in message.get("tool_calls") or ():
-                try:  # noqa: SIM105 (suppress() would cost a context manager per call)
-                    opened.add(call.get("id", ""))
-                except TypeError:  # an unhashable id opens nothing a result could name
-                    pass
+            calls = message.get("tool_calls") or ()
+            if not isinstance(calls, list | tuple):
+                raise ConversationError(f"messages[{index}].tool_calls: expected a list, found a {_kind(calls)}")
+            for position, call in enumerate(calls):
+                call_id = call.get("id", "") if isinstance(call, dict) else None
+                if not isinstance(call_id, str):
+                    raise ConversationError(f"messages[{index}].tool_calls[{position}]: expected an object "
+                                            "with a string id")
+                opened.add(call_id)
 
 
 def build_request(

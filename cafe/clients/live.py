@@ -19,6 +19,7 @@ from cafe.clients.base import Message, Response, check_tool_call_ids
 from cafe.clients.reply import MalformedReply, reduce_reply
 from cafe.clients.settings import LiveSettings
 from cafe.errors import ModelCallError
+from cafe.urls import shown_url
 
 
 def _not_json(name: str) -> Any:
@@ -52,7 +53,7 @@ class LiveClient:
         )
 
     def __repr__(self) -> str:
-        return f"LiveClient(model={self.model!r}, base_url={self._settings.base_url!r})"
+        return f"LiveClient(model={self.model!r}, base_url={shown_url(self._settings.base_url)!r})"
 
     def secrets(self) -> list[str]:
         """Values a recorder must scrub from anything it writes."""

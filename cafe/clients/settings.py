@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from cafe.errors import ConfigurationError, MissingSettings
-from cafe.urls import http_url_problem
+from cafe.urls import http_url_problem, shown_url
 
 # A recording scrubs the key wherever it occurs in text: a very short key would match
 # ordinary words and tool names. Kept equal to cafe.recording.scrub.MIN_SECRET_CHARS.
@@ -26,6 +26,34 @@ class ApiKeyTooShort(ConfigurationError):
             f"{source} is {length} character(s) long; a key shorter than {MIN_API_KEY_CHARS} "
             "characters cannot be scrubbed from recordings safely (set the real key)"
         )
+
+class ApiKeyUnsendable(ConfigurationError):
+    """An API key with a character an HTTP header cannot carry (the key goes in
+    `Authorization: Bearer ...`): the request could never be sent. Says where, never what."""
+
+    def __init__(self, source: str, position: int, kind: str) -> None:
+        self.source, self.position = source, position
+        super().__init__(f"{source} holds {kind} at character {position}: a key is sent in an HTTP header, "
+                         "as visible ASCII without spaces (check what was pasted)")
+
+
+def _unsendable(key: str) -> tuple[int, str] | None:
+    for position, character in enumerate(key, start=1):
+        if not "!" <= character <= "~":
+            kind = ("a space" if character == " " else "a control character" if character.isascii()
+                    else "a non-ASCII character")
+            return position, kind
+    return None
+
+
+def check_api_key(key: str, source: str) -> None:
+    """Long enough to scrub, and sendable in a header."""
+    if len(key) < MIN_API_KEY_CHARS:
+        raise ApiKeyTooShort(source, len(key))
+    found = _unsendable(key)
+    if found is not None:
+        raise ApiKeyUnsendable(source, *found)
+
 
 _SOURCES = {
     "base_url": ("CAFE_BASE_URL", "OPENAI_BASE_URL"),
@@ -68,10 +96,12 @@ class LiveSettings:
     api_key: Secret
     model: str
 
+    def __repr__(self) -> str:
+        # The base URL may carry a user:password or a key in its query, like the key itself.
+        return f"LiveSettings(base_url={shown_url(self.base_url)!r}, api_key={self.api_key!r}, model={self.model!r})"
+
     def __post_init__(self) -> None:
-        length = len(self.api_key.reveal())
-        if length < MIN_API_KEY_CHARS:
-            raise ApiKeyTooShort("the API key", length)
+        check_api_key(self.api_key.reveal(), "the API key")
         check_base_url(self.base_url, "the model base URL")
 
     @classmethod
@@ -87,8 +117,7 @@ class LiveSettings:
                 found[field_name], sources[field_name] = environ[name].strip(), name
         if missing:
             raise MissingSettings(missing)
-        if len(found["api_key"]) < MIN_API_KEY_CHARS:
-            raise ApiKeyTooShort(sources["api_key"], len(found["api_key"]))
+        check_api_key(found["api_key"], sources["api_key"])
         check_base_url(found["base_url"], sources["base_url"])
         return cls(found["base_url"], Secret(found["api_key"]), found["model"])
 

@@ -28,7 +28,8 @@ def describe(value: Any, key: str | None = None) -> str:
     if isinstance(value, str):
         if key in _SHOWN_KEYS:
             return repr(value[:40] + ("…" if len(value) > 40 else ""))
-        digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:8]
+        # surrogatepass: a lone surrogate (read from a `\ud800` escape) has no UTF-8 form.
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         return f"text({len(value)} chars, sha256 {digest})"
     if isinstance(value, dict):
         keys = ",".join(sorted(value))
@@ -36,6 +37,8 @@ def describe(value: Any, key: str | None = None) -> str:
     if isinstance(value, list):
         return f"array({len(value)})"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        if value.bit_length() > 14_000:  # past int-to-text's digit limit, which would raise
+            return "integer(more than 4,000 digits)"
         return f"integer({len(str(abs(value)))} digits)"
     return repr(value)
 

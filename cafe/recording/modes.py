@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from cafe.recording.errors import RecordingError
+
+
+class UnknownRecordMode(RecordingError, ValueError):
+    """A record mode that is not once, all or none (still a ValueError, as it always was)."""
+
 
 class RecordMode(StrEnum):
     ONCE = "once"
@@ -21,4 +27,5 @@ class RecordMode(StrEnum):
             return cls(value)
         except ValueError:
             choices = ", ".join(mode.value for mode in cls)
-            raise ValueError(f"unknown record mode {value!r}; use one of {choices}") from None
+            shown = repr(value) if isinstance(value, str) and len(value) <= 20 else type(value).__name__
+            raise UnknownRecordMode(f"unknown record mode {shown}; use one of {choices}") from None

@@ -11,17 +11,13 @@ renamed into place, so a failure leaves the target as it was.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from cafe.recording.errors import RecordingError
-from cafe.recording.format import FORMAT_NAME
-from cafe.recording.writer import link_no_clobber, not_regular
-
-_FIRST_LINE_LIMIT = 1024 * 1024
+from cafe.recording.writer import holds_recording, link_no_clobber, not_regular
 
 
 class UnsafeOutput(RecordingError):
@@ -30,24 +26,8 @@ class UnsafeOutput(RecordingError):
     exit_code = 38
 
     def __init__(self, path: Path | str, why: str) -> None:
-        self.path = Path(path)
+        self.path, self.why = Path(path), why
         super().__init__(f"{path}: output not written: {why}")
-
-
-def holds_recording(path: Path) -> bool:
-    """Whether the file's first line is a cafe recording header or a plain call line."""
-    try:
-        with open(path, "rb") as source:
-            first = source.readline(_FIRST_LINE_LIMIT)
-    except OSError:
-        return False
-    try:
-        value = json.loads(first)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and (
-        value.get("format") == FORMAT_NAME or ("request" in value and "response" in value)
-    )
 
 
 def check_output(path: Path | str, *, reads: Iterable[Path | str] = (), private: bool = False) -> None:
@@ -99,6 +79,9 @@ def write_output(path: Path | str, data: bytes, *, reads: Iterable[Path | str] =
             os.replace(temporary, path)
     except FileExistsError:
         raise UnsafeOutput(path, "a file appeared there while it was being written") from None
+    except OSError as error:  # a full disk, a file size limit: the target is left as it was
+        reason = os.strerror(error.errno).lower() if error.errno else type(error).__name__
+        raise UnsafeOutput(path, f"it could not be written ({reason}); what was there is unchanged") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)

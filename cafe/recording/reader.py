@@ -212,6 +212,12 @@ def _plain_tool_call(call: Any) -> bool:
             and type(function.get("arguments")) is str)
 
 
+def check_header(path: Path | str, obj: dict[str, Any]) -> None:
+    """Raise the `MalformedLine` the reader would raise for this header line (the writer
+    asks before it records: a header out of range would make a recording no one can read)."""
+    _LineReader(Path(path)).header(obj)
+
+
 class _LineReader:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -485,6 +491,8 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
             # malformed is reported as what it is.
             if terminated:
                 raise
+            if ending is not None:  # a recorder writes nothing after the end line: no crash left this
+                raise reader.fail(number, "nothing after the end line", "another line") from None
             if number == 1:
                 if raw.lstrip().startswith(b"{"):
                     raise TruncatedRecording(path, 1, 0, usable=False) from None

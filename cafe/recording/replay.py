@@ -9,7 +9,6 @@ Exhaustion polices the calls that should have arrived: `assert_exhausted()` rais
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import orjson
 
 from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
-from cafe.jsondata import fresh_json, plain_json, same_json
+from cafe.jsondata import fresh_json, json_document, plain_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
 from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
@@ -50,7 +49,13 @@ class ReplayClient:
         self.recording = source if isinstance(source, Recording) else load_recording(source)
         self.model = self.recording.model or "unknown"
         self.provider = self.recording.header.provider or "unknown"
+        if isinstance(ignore, str):  # its characters would each be taken for a path
+            raise RecordingError(f"{self.recording.path}: ignore: expected a list of field paths, found a string "
+                                 "(write ignore=[PATH])")
         for declared in ignore:
+            if not isinstance(declared, str):
+                raise RecordingError(f"{self.recording.path}: ignore: expected a field path (a string), "
+                                     f"found {type(declared).__name__}")
             try:
                 parse_path(declared)
             except ValueError as error:
@@ -95,7 +100,8 @@ class ReplayClient:
 
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
         # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
-        scrubbed: dict[str, Any] = self._scrubber.scrub_json(json.loads(json.dumps(request, ensure_ascii=False)))
+        # A request JSON cannot write (a UUID, a set, bytes) is `NotJSON`: no recording holds one.
+        scrubbed: dict[str, Any] = self._scrubber.scrub_json(json_document(request))
         return scrubbed
 
     def chat(

@@ -84,11 +84,21 @@ class Finding:
     column: int
 
 
+# Texts a pattern is tried on before it is used: one that matches an empty span of any of
+# them (`a|`, `x*`, `\b`, `.*`) would write [REDACTED] between characters, all through the
+# recording, and could not be undone.
+_PROBES = ("", "a", "latte, please", "A-1_z 2.5")
+
+
 def _compile(name: str, pattern: str) -> re.Pattern[str]:
     try:
-        return re.compile(pattern, re.DOTALL) if name == "private key" else re.compile(pattern)
+        compiled = re.compile(pattern, re.DOTALL) if name == "private key" else re.compile(pattern)
     except re.error as error:
         raise RecordingError(f"scrub pattern ({name}) is not a valid regular expression: {error.msg}") from None
+    if any(match.end() == match.start() for probe in _PROBES for match in compiled.finditer(probe)):
+        raise RecordingError(f"scrub pattern ({name}) matches an empty text, which would write [REDACTED] "
+                             "between characters: make it match the secret itself")
+    return compiled
 
 
 def _scoped(name: str, pattern: str) -> str:

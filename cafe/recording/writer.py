@@ -20,9 +20,17 @@ from typing import IO, Any
 
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
-from cafe.recording.errors import RecordingDisabled, RecordingError, RecordingExists, RecordingUnwritable
-from cafe.recording.format import FORMAT_VERSION, Ending, Header, RecordedCall, Timing
+from cafe.jsondata import json_document
+from cafe.recording.errors import (
+    MalformedLine,
+    RecordingDisabled,
+    RecordingError,
+    RecordingExists,
+    RecordingUnwritable,
+)
+from cafe.recording.format import FORMAT_NAME, FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
+from cafe.recording.reader import check_header
 from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber
 from cafe.recording.timeline import NanoClock, Timeline
 
@@ -46,6 +54,25 @@ def not_regular(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
+_FIRST_LINE_LIMIT = 1024 * 1024
+
+
+def holds_recording(path: Path) -> bool:
+    """Whether the file's first line is a cafe recording header or a plain call line."""
+    try:
+        with open(path, "rb") as source:
+            first = source.readline(_FIRST_LINE_LIMIT)
+    except OSError:
+        return False
+    try:
+        value = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and (
+        value.get("format") == FORMAT_NAME or ("request" in value and "response" in value)
+    )
+
+
 def check_target(path: Path, mode: RecordMode) -> None:
     """Refuse, before anything is recorded, a path this recording may not end up at: only
     a new name, or (mode `all`) a regular file of our own, is ever replaced."""
@@ -61,6 +88,8 @@ def check_target(path: Path, mode: RecordMode) -> None:
         raise RecordingUnwritable(path, "a part of its directory path is not a directory") from None
     except PermissionError:
         raise RecordingUnwritable(path, "permission denied") from None
+    except (OSError, ValueError) as error:  # a name too long, a NUL byte in it, a loop of links
+        raise RecordingUnwritable(path, f"it cannot be examined ({_why(error)})") from None
     kind = not_regular(found.st_mode)
     if kind is not None:
         raise RecordingUnwritable(path, f"it is {kind}, not a regular file")
@@ -68,6 +97,31 @@ def check_target(path: Path, mode: RecordMode) -> None:
         raise RecordingExists(path)
     if found.st_uid != os.geteuid():
         raise RecordingUnwritable(path, "the file there belongs to another user")
+    if found.st_size and not holds_recording(path):
+        # Re-recording replaces a recording; a mistyped path must not replace notes or code.
+        raise RecordingUnwritable(path, "the file there is not a cafe recording, and re-recording replaces "
+                                        "only a recording (choose another path)")
+
+
+def _check_readable(path: Path, header: Header) -> None:
+    """Refuse, before anything is created, a header the reader would refuse (a seed beyond
+    64 bits, a turn cap over 1,000,000): its recording could never be replayed."""
+    line = header.to_json()
+    try:
+        json.dumps(line, allow_nan=False)
+    except (TypeError, ValueError):
+        return  # not JSON at all: writing the line refuses it, with its own message
+    try:
+        check_header(path, line)
+    except MalformedLine as error:
+        raise RecordingError(f"{path}: nothing recorded: {error.field}: a recording's header holds "
+                             f"{error.expected}, not {error.found}") from None
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, OSError) and error.errno is not None:
+        return os.strerror(error.errno).lower()
+    return type(error).__name__
 
 
 def _create_partial(path: Path) -> IO[str]:
@@ -86,7 +140,7 @@ def _create_partial(path: Path) -> IO[str]:
     except PermissionError:
         raise RecordingUnwritable(path, "permission denied") from None
     except OSError as error:
-        raise RecordingUnwritable(path, f"{partial} cannot be created ({type(error).__name__})") from None
+        raise RecordingUnwritable(path, f"{partial} cannot be created ({_why(error)})") from None
     os.fchmod(descriptor, 0o600)  # whatever the umask
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
@@ -111,6 +165,7 @@ class RecordingWriter:
         self._mode = RecordMode.parse(mode)
         self._scrubber = scrubber or Scrubber.from_environment()
         self._durable = durable
+        _check_readable(self.path, header)
         check_target(self.path, self._mode)
         self._file = _create_partial(self.path)
         self.calls = 0
@@ -146,11 +201,15 @@ class RecordingWriter:
         text = self._serialise(obj)
         if self._scrubber.may_need_scrubbing(text):
             text = self._serialise(self._scrub_line(obj))
-        self._file.write(text + "\n")
+        try:
+            self._file.write(text + "\n")
+            self._file.flush()
+            if self._durable:
+                os.fsync(self._file.fileno())
+        except OSError as error:  # the disk is full, a quota or file size limit is reached
+            raise RecordingError(f"{self.path}: line {self.lines + 1} could not be written to {self.partial} "
+                                 f"({_why(error)})") from None
         self.lines += 1
-        self._file.flush()
-        if self._durable:
-            os.fsync(self._file.fileno())
 
     def _scrub_line(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Every string value scrubbed but the format's own: the values the writer makes
@@ -172,11 +231,12 @@ class RecordingWriter:
 
     def scrubbed(self, value: Any) -> Any:
         """`value` as it would read back from this recording: serialised and scrubbed."""
-        return self._scrubber.scrub_json(json.loads(json.dumps(value, ensure_ascii=False)))
+        return self._scrubber.scrub_json(json_document(value))
 
     def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
+        # Counted once written: a call whose line failed is not among those kept.
+        self._write_line(RecordedCall(self.calls + 1, self.calls + 2, request, response, timing).to_json())
         self.calls += 1
-        self._write_line(RecordedCall(self.calls, self.calls + 1, request, response, timing).to_json())
 
     def write_end(self, ending: Ending) -> None:
         self._write_line(ending.to_json())
@@ -186,9 +246,13 @@ class RecordingWriter:
         what is there; mode `once` never does)."""
         if self.committed or self._file.closed:
             return
-        self._file.flush()
-        os.fsync(self._file.fileno())  # the rename must not outlive the lines it publishes
-        self._file.close()
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())  # the rename must not outlive the lines it publishes
+            self._file.close()
+        except OSError as error:
+            raise RecordingError(f"{self.path}: the recording could not be completed in {self.partial} "
+                                 f"({_why(error)})") from None
         try:
             if self._mode is RecordMode.ALL:
                 os.replace(self.partial, self.path)
@@ -200,13 +264,17 @@ class RecordingWriter:
             raise RecordingUnwritable(self.path, f"it is a directory (kept at {self.partial})") from None
         except PermissionError:
             raise RecordingUnwritable(self.path, f"permission denied (kept at {self.partial})") from None
+        except OSError as error:
+            raise RecordingUnwritable(self.path, f"{_why(error)} (kept at {self.partial})") from None
         self.committed = True
 
     def abort(self) -> Path | None:
         """The recording did not finish: `PATH` is left as it was. The partial file is kept
         (and returned) when it holds at least one call, else removed."""
         if not self._file.closed:
-            self._file.close()
+            # A write that failed (a full disk) leaves its bytes buffered: closing retries them.
+            with contextlib.suppress(OSError):
+                self._file.close()
         if self.committed:
             return None
         if self.calls:
@@ -308,7 +376,8 @@ class RecordingClient(WrappedClient):
     ) -> Response:
         start = self.timeline.latest if self._follows_tracer else self.timeline()
         # The request is serialised before the call: the loop mutates `messages` afterwards.
-        request = json.loads(json.dumps(build_request(messages, tools, temperature, tool_choice)))
+        # (Refused before the call when JSON cannot write it: it could not be recorded.)
+        request = json_document(build_request(messages, tools, temperature, tool_choice))
         response = self.inner.chat(messages, tools, temperature, tool_choice)
         end = self.timeline()
         start_ns = self.timeline.unix_nano(start)

@@ -66,8 +66,11 @@ def write_private_page(path: Path | str, text: str) -> Path:
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", errors="backslashreplace") as out:
             out.write(text)
-    except BaseException:
+    except BaseException as error:
         path.unlink(missing_ok=True)  # a half-written page is not left behind
+        if isinstance(error, OSError):  # a full disk, a file size limit
+            reason = os.strerror(error.errno).lower() if error.errno else type(error).__name__
+            raise PageUnwritable(path, f"it could not be written ({reason})") from None
         raise
     return path
 

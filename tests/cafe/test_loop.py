@@ -29,6 +29,7 @@ from cafe import (
 )
 from cafe.clients import Secret
 from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
+from cafe.errors import ConversationError
 
 from .helpers import approve_once, call, calls, say, tool_results
 
@@ -273,15 +274,16 @@ def test_scripted_and_canned_clients_refuse_an_unopened_tool_call_id(messages, i
 
 
 def test_an_unhashable_tool_call_id_is_refused_by_name_not_a_type_error():
-    # A list where an id belongs: it opens nothing, and a result naming one answers nothing.
+    # A list where an id belongs: a call cannot open it, and a result naming one answers nothing.
     odd_open = [{"role": "system", "content": "s"},
                 {"role": "assistant", "content": None, "tool_calls": [{"id": ["c1"], "function": {}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
     odd_answer = [{"role": "system", "content": "s"}, {"role": "tool", "tool_call_id": ["c1"], "content": "{}"}]
-    for messages in (odd_open, odd_answer):
-        with pytest.raises(UnknownToolCallId) as caught:
-            ScriptedClient().chat(messages, TOOL_SCHEMAS)
-        assert caught.value.index == len(messages) - 1
+    with pytest.raises(ConversationError, match=r"messages\[1\]\.tool_calls\[0\]"):
+        ScriptedClient().chat(odd_open, TOOL_SCHEMAS)
+    with pytest.raises(UnknownToolCallId) as caught:
+        ScriptedClient().chat(odd_answer, TOOL_SCHEMAS)
+    assert caught.value.index == 1
 
 
 def test_live_client_refuses_before_any_connection(network_attempts):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import stat
 
 from cafe.cli import main
@@ -69,3 +70,26 @@ def test_keep_never_overwrites_an_earlier_demo(tmp_path):
     code, _, err = _demo("--keep", str(tmp_path))
     assert code == 36 and err.count("\n") == 1 and "exists" in err
     assert (tmp_path / "shift.jsonl").read_bytes() == before
+
+
+def test_keep_over_an_earlier_demo_names_a_remedy_the_demo_has(tmp_path):
+    # The writer's own remedy (record mode 'all') is not an option of `cafe demo`.
+    assert _demo("--keep", str(tmp_path))[0] == 0
+    code, _, err = _demo("--keep", str(tmp_path))
+    assert code == 36 and "record mode" not in err
+    assert err == (f"cafe: error: {tmp_path / 'shift.jsonl'}: a recording already exists; cafe demo never "
+                   "overwrites one (choose another --keep DIR, or remove it)\n")
+    other = tmp_path / "other"
+    assert _demo("--keep", str(other))[0] == 0  # the remedy works
+
+
+def test_keep_that_is_not_a_directory_is_a_usage_error_before_the_shift(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    os.mkfifo(tmp_path / "fifo")
+    for path in (a_file, tmp_path / "fifo"):
+        code, _, err = _demo("--keep", str(path))
+        assert code == 2 and err == f"cafe: error: cafe demo --keep {path}: not a directory\n", err
+    assert a_file.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "notes.txt"]
+    code, _, err = _demo("--keep", "")
+    assert code == 2 and "needs a directory" in err

@@ -183,6 +183,12 @@ RECORDING = str(Path(__file__).parents[1] / "recordings" / "seed-shift.jsonl")
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": SIZES,
     "OTEL_BSP_SCHEDULE_DELAY": MILLIS,
     "OTEL_SDK_DISABLED": BOOLEANS,
+    # Read by the SDK itself (a bare ValueError there, or a warning of its own on stderr):
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": SIZES,
+    "OTEL_SPAN_EVENT_COUNT_LIMIT": SIZES,
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": st.sampled_from(["delta", "CUMULATIVE", "x", ""]),
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": st.sampled_from(
+        ["explicit_bucket_histogram", "base2_exponential_bucket_histogram", "x", ""]),
 }))
 def test_any_otel_settings_end_in_one_stderr_line_and_a_documented_exit_code(tmp_path, command, environ):
     # `export --out` resolves every setting too, and sends nothing: a fast path to the checks.

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cafe.errors import NotJSON
 from cafe.jsondata import plain_json
 from cafe.recording import RecordedCall, ReplayClient, ReplayMismatch, Scrubber, Timing, load_recording
 from cafe.recording.format import encoded
@@ -184,9 +185,9 @@ def test_nan_or_infinity_where_null_was_recorded_is_a_mismatch(tmp_path: Path, v
 
 
 def test_an_enum_member_is_not_taken_for_its_value(tmp_path: Path) -> None:
-    # orjson writes Colour.RED as "red"; the document comparison cannot write it at all.
+    # orjson writes Colour.RED as "red"; JSON cannot write it at all: a named error, not served.
     client = ReplayClient(load_recording(_recording_of(tmp_path, _RECORDED)), scrubber=Scrubber())
-    with pytest.raises(TypeError):
+    with pytest.raises(NotJSON, match=r"request\.messages\[0\]\.content: .* found a value of type Colour"):
         client.chat([{"role": "user", "content": Colour.RED}], None, 0.0, None)
     assert client.calls == 0
 

@@ -1,0 +1,106 @@
+"""What `cafe` prints reaches a terminal: customer lines, model replies and file names with
+escape sequences are shown escaped (they must not clear the screen, retitle the window or
+rewrite a line), and text with no UTF-8 form (a lone surrogate) is printed, not exit 70."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cafe import ScriptedClient, make_responder, record_shift
+from cafe.cli import main, printable
+
+ROOT = Path(__file__).resolve().parents[2]
+# A carriage return too: it would let a line overwrite the one before it.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\r\x08\x9b"
+# (A script file is split into lines at a carriage return, so a line cannot hold one.)
+LINE_ESCAPES = ESCAPES.replace("\r", "")
+
+
+def _strict_stream() -> io.TextIOWrapper:
+    # A terminal's stdout: UTF-8, strict (a StringIO would take any str).
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = _strict_stream(), _strict_stream()
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [])
+    texts = []
+    for stream in (out, err):
+        stream.flush()
+        texts.append(stream.buffer.getvalue().decode("utf-8"))  # type: ignore[attr-defined]
+    return code, texts[0], texts[1]
+
+
+def _unsafe(text: str) -> list[str]:
+    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+
+
+def test_escape_sequences_in_customer_lines_are_shown_escaped(tmp_path: Path) -> None:
+    script = tmp_path / "lines.txt"
+    script.write_text(f"A latte {LINE_ESCAPES} please\nThat's all.\n", encoding="utf-8")
+    recording = tmp_path / "shift.jsonl"
+    code, out, err = _run("shift", "--script", str(script), "--seed", "3", "--record", str(recording))
+    assert code == 0, err
+    assert _unsafe(out) == [] and _unsafe(err) == []
+    assert r"user: A latte \x1b[2J\x1b]0;owned\x07\x08\x9b please" in out
+    # Only the printing escapes: the recording and its transcript digest keep the text.
+    header = json.loads(recording.read_text(encoding="utf-8").splitlines()[0])
+    assert header["script"][0] == f"A latte {LINE_ESCAPES} please"
+    code, out, err = _run("replay", str(recording), "--show")
+    assert code == 0, err
+    assert _unsafe(out) == [] and "transcript matches" in out
+
+
+def test_a_lone_surrogate_in_a_replayed_transcript_is_printed_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), ["A latte \ud800 please", "That's all."], path,
+                 responder=make_responder([("approve", None)]))
+    code, out, err = _run("replay", str(path), "--show")
+    assert code == 0, err
+    assert r"user: A latte \ud800 please" in out
+
+
+def test_an_error_naming_a_file_escapes_its_control_characters(tmp_path: Path) -> None:
+    code, _, err = _run("replay", str(tmp_path / f"x{ESCAPES}.jsonl"))
+    assert code == 31
+    assert err.count("\n") == 1 and _unsafe(err) == []
+    assert r"x\x1b[2J\x1b]0;owned\x07\x0d\x08\x9b.jsonl: no such recording" in err
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_printable_leaves_nothing_a_terminal_acts_on_and_keeps_the_rest(text: str) -> None:
+    shown = printable(text)
+    assert _unsafe(shown) == []
+    shown.encode("utf-8")  # no lone surrogate left
+    plain = "".join(c for c in text if not _unsafe(c) and not 0xD800 <= ord(c) <= 0xDFFF)
+    assert printable(plain) == plain  # ordinary text (any script, emoji, tabs, newlines) as it is
+    surrogates = sum(1 for c in text if 0xD800 <= ord(c) <= 0xDFFF)
+    controls = len(text) - len(plain) - surrogates
+    assert len(shown) == len(plain) + 4 * controls + 6 * surrogates  # \xNN, \uNNNN
+
+
+def test_python_dash_m_cafe_runs_the_command() -> None:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "cafe", "replay", "/nonexistent/x.jsonl"],
+                          capture_output=True, text=True, env=environ, timeout=60, check=False)
+    assert done.returncode == 31, done.stderr
+    assert done.stderr == "cafe: error: /nonexistent/x.jsonl: no such recording\n"
+
+
+
+def test_every_command_output_is_escaped_a_finding_path_from_a_recording_key_too(tmp_path: Path) -> None:
+    # The key is the recording's, not cafe's: check-recording quoted it raw on stdout.
+    path = tmp_path / "odd.jsonl"
+    path.write_text(json.dumps({"\x1b]0;owned\x07": "jo.smith@gmail.com"}) + "\n", encoding="utf-8")
+    code, out, err = _run("check-recording", str(path))
+    assert code == 39 and _unsafe(out) == [] and _unsafe(err) == []
+    assert r"e-mail address (in $.\x1b]0;owned\x07)" in out
