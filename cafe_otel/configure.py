@@ -174,6 +174,8 @@ class TelemetryHandle:
             self._sanitiser.add_secrets(secrets)
         if self._metrics is not None:
             self._metrics.add_secrets(secrets)
+        if self._metric_exporter is not None:
+            self._metric_exporter.add_secrets(secrets)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
         bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
@@ -316,6 +318,7 @@ def configure(
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
             explicit_exporter=metric_exporter is not None, ours=ours)
+        handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()
     return handle

@@ -34,12 +34,12 @@ from opentelemetry.trace import Link, SpanContext, Status, TraceState
 from cafe.recording.scrub import Scrubber
 from cafe_otel import shapes as sh
 from cafe_otel.account import TelemetryAccount
+from cafe_otel.resource_secrets import MIN_SECRET_LENGTH, ResourceGuard
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
 _WITHHELD = object()
 HASH_MARKER = "hmac:"
-MIN_SECRET_LENGTH = 8  # shorter secrets are not looked for in metadata values
 _MEMO_SIZE = 4096  # bound on each memo of values already found to fit
 _SCRUB_MEMO_SIZE = 64  # content texts kept with their scrubbed form
 
@@ -89,6 +89,7 @@ class SpanSanitiser:
         self._secrets: tuple[str, ...] = ()
         self._scrubber = (content_scrubber or Scrubber()) if self._allowed & CONTENT_ATTRIBUTES else None
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+        self._resources = ResourceGuard()  # the operator's resource, without a secret pasted in it
         # (key, value) pairs already found to fit, for the text keys whose values repeat;
         # ids and counts vary with every call, and content is scrubbed every time.
         self._memoisable = frozenset(key for key in self._allowed
@@ -110,6 +111,7 @@ class SpanSanitiser:
         # value that happens to contain it; content still goes through the scrubber's own rule.
         self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_LENGTH)
         self._known = set()  # what fit before may hold one of them
+        self._resources.add_secrets(new)
         self._names = {}
         self._scrubbed = {}
         if self._scrubber is not None:
@@ -295,16 +297,19 @@ class SpanSanitiser:
         context = self._context(span.context)
         parent = self._context(span.parent)
         scope = self._scope(original_scope)
+        resource = self._resources(span.resource)
+        if resource is not span.resource:
+            self._withhold("resource")
         status = span.status
         changed |= (context is not None or parent is not None or scope is not original_scope
-                    or bool(status.description))
+                    or resource is not span.resource or bool(status.description))
         if not changed:
             return span
         return ReadableSpan(
             name=name,
             context=context or span.context,
             parent=parent or span.parent,
-            resource=span.resource,
+            resource=resource,
             attributes=attributes if attributes is not None else span.attributes,
             events=events,
             links=links,

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import FailSoft
@@ -27,6 +28,7 @@ from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.failsoft import GRACE_SECONDS
 from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
+from cafe_otel.resource_secrets import ResourceGuard
 from cafe_otel.settings import GRPC, Settings, display_endpoint
 
 
@@ -53,6 +55,20 @@ class FailSoftMetricExporter(MetricExporter):
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
         self._settled = threading.Condition()
         self._in_flight = 0
+        self._resources = ResourceGuard()  # the operator's resource, without a secret pasted in it
+
+    def add_secrets(self, secrets: Sequence[str]) -> None:
+        """Values (a live client's key) no exported resource may hold."""
+        self._resources.add_secrets(secrets)
+
+    def _without_secrets(self, metrics_data: MetricsData) -> MetricsData:
+        cleaned = [(found, self._resources(found.resource)) for found in metrics_data.resource_metrics]
+        if all(clean is found.resource for found, clean in cleaned):
+            return metrics_data
+        self.account.add_withheld("resource")
+        return MetricsData(resource_metrics=[
+            found if clean is found.resource else ResourceMetrics(clean, found.scope_metrics, found.schema_url)
+            for found, clean in cleaned])
 
     def close_by(self, deadline: float) -> None:
         """From now on no call outlasts `deadline` (a `time.monotonic()` reading)."""
@@ -82,6 +98,7 @@ class FailSoftMetricExporter(MetricExporter):
                 self._settled.notify_all()
 
     def _export(self, metrics_data: MetricsData, points: int, timeout_millis: float) -> MetricExportResult:
+        metrics_data = self._without_secrets(metrics_data)
         wanted = min(self.export_timeout, timeout_millis / 1000)
         # Before shutdown the inner exporter gets a little grace to answer in time (as the
         # spans' exporter does); under a deadline, the deadline is the bound for both.

@@ -203,7 +203,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
      f"`^{SCOPE_VERSION_PATTERN}$` and schema URL `^{SCHEMA_URL_PATTERN}$` (else removed); attributes shaped "
      "as below"),
     ("resource", "what you configured (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), `telemetry.sdk.*` "
-     "and, outside replays, a random `service.instance.id`"),
+     "and, outside replays, a random `service.instance.id`; an attribute whose key or value holds a secret is "
+     "left out and counted"),
     ("ids, times, kind", "trace and span ids, timestamps, span kind, status code, dropped counts"),
     ("metric attributes", "only the keys our metrics declare, each shaped as below (a value that does not fit, "
      "or holds a secret, is left off the point and counted); no ids, no free text"),

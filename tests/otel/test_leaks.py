@@ -358,3 +358,55 @@ def test_a_legitimate_response_model_is_on_the_metrics():
         data, account = _live_shift_metrics(url)
     assert b"gen_ai.response.model" in data and b"gpt-4o-mini" in data
     assert account.withheld == {}
+
+
+# --- the resource: the operator's variables, built before the live key is known -----------
+
+def test_a_live_key_pasted_into_the_resource_leaves_with_no_span_and_no_metric_point():
+    from cafe.cli import main
+    from cafe_otel.cli_plugin import plugin
+
+    from .test_cli_plugin import Receiver
+
+    receiver = Receiver()
+    receiver.thread.start()
+    try:
+        with echo_server(LEGIT_REPLY) as url:
+            out, err = io.StringIO(), io.StringIO()
+            code = main(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"],
+                        environ={"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY,
+                                 "CAFE_MODEL": "gpt-4o-mini",
+                                 "OTEL_RESOURCE_ATTRIBUTES": f"deployment.environment=prod,note=key {KEY}",
+                                 "OTEL_SERVICE_NAME": "counter"},
+                        out=out, err=err, load_plugins=lambda warn: [plugin])
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
+    assert code == 0, err.getvalue()
+    assert receiver.spans() and receiver.metric_points()  # both signals really left
+    raw = receiver.raw()
+    assert KEY.encode() not in raw
+    assert b"deployment.environment" in raw and b"counter" in raw  # the rest of the resource stays
+
+
+def test_a_secret_added_after_configure_is_kept_out_of_the_resource_and_counted():
+    spans, metrics = InMemorySpanExporter(), KeptMetrics()
+    handle = configure(exporter=spans, metric_exporter=metrics, schedule_delay=0.05,
+                       environ={"OTEL_RESOURCE_ATTRIBUTES": f"team=bar,token={KEY}"})
+    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS),
+                   tracer=handle.tracer())
+    assert handle.force_flush(5.0)
+    assert spans.get_finished_spans()[0].resource.attributes["token"] == KEY  # not a secret yet: it left
+    assert KEY.encode() in metrics.data
+    spans.clear()
+    metrics.data = b""
+    handle.add_secrets([KEY])
+    run = cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS),
+                         tracer=handle.tracer())
+    handle.shutdown(5.0)
+    exported = spans.get_finished_spans()
+    assert exported and all("token" not in span.resource.attributes for span in exported)
+    assert all(span.resource.attributes["team"] == "bar" for span in exported)
+    assert KEY.encode() not in metrics.data and b"team" in metrics.data
+    assert handle.account.withheld["resource"] >= len(exported) + 1  # each span, and the metric export
+    assert run.model_calls > 0
