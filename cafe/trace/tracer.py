@@ -222,6 +222,7 @@ class Tracer:
         self._next_id = 1
         self._last = 0.0  # the latest clock reading: point events take it, not a tick of their own
         self.listener_failures = 0
+        self.inputs_not_kept = 0  # calls whose input could not be copied (so none was kept)
         self.last_listener_failure: FailureReport | None = None
 
     # --- listeners -------------------------------------------------------------------
@@ -272,9 +273,19 @@ class Tracer:
         server_port: int | None = None,
         **attrs: Any,
     ) -> GenerationScope:
-        request = GenerationRequest(model, provider, copy_json(input) if self.keep_inputs else (),
+        request = GenerationRequest(model, provider, self._snapshot(input) if self.keep_inputs else (),
                                     temperature, tools, server_address, server_port)
         return GenerationScope(self, name, request, attrs)
+
+    def _snapshot(self, messages: Any) -> Any:
+        """A copy of a call's input for the tree and the listeners, or none when it cannot be
+        copied (a cycle, a generator): telemetry goes without it, the call itself goes on and
+        its client gives the input's verdict."""
+        try:
+            return copy_json(messages)
+        except (RecursionError, TypeError, ValueError):
+            self.inputs_not_kept += 1
+            return ()
 
     def tool(self, name: str, *, call_id: str, arguments: str | None = None) -> ToolScope:
         return ToolScope(self, name, call_id, arguments)

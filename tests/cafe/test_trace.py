@@ -283,3 +283,17 @@ def test_durations_read_at_their_own_scale():
     assert [format_seconds(s) for s in (0.000_000_4, 0.000_112, 0.0123, 0.999_94, 1.0, 61.5)] == [
         "0µs", "112µs", "12.3ms", "999.9ms", "1.000s", "61.500s",
     ]
+
+
+def test_an_input_that_cannot_be_copied_costs_the_trace_its_copy_not_the_call():
+    from cafe.errors import ConversationError
+
+    cyclic = {"role": "user", "content": "a latte please"}
+    cyclic["again"] = cyclic
+    tracer = Tracer()
+    client = TracingClient(ScriptedClient(), tracer)
+    assert client.chat([cyclic])["choices"]  # answered, as the client alone answers it
+    assert tracer.inputs_not_kept == 1
+    with pytest.raises(ConversationError):  # the client's named verdict, not a TypeError from the copy
+        client.chat(message for message in [{"role": "user", "content": "hi"}])  # type: ignore[arg-type]
+    assert tracer.inputs_not_kept == 2
