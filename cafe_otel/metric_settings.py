@@ -12,8 +12,9 @@
   `OTEL_EXPORTER_OTLP_METRICS_HEADERS` is set.
 - `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE` (`cumulative`, `delta`, `lowmemory`) and
   `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION` (`explicit_bucket_histogram`,
-  `base2_exponential_bucket_histogram`) are read by the SDK's exporter; any other value is a
-  configuration error here (the SDK would print its own warning and use the default).
+  `base2_exponential_bucket_histogram`) are read here, from the same environment as the rest,
+  and handed to the OTLP exporter in full (left to it, it would read `os.environ`); any other
+  value is a configuration error (the SDK would print its own warning and use the default).
 """
 
 from __future__ import annotations
@@ -22,6 +23,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import AggregationTemporality
+from opentelemetry.sdk.metrics.view import (
+    Aggregation,
+    ExplicitBucketHistogramAggregation,
+    ExponentialBucketHistogramAggregation,
+)
 
 from cafe_otel.settings import (
     HTTP,
@@ -46,10 +62,26 @@ class MetricSettings:
     headers: dict[str, str]
     export_interval: float  # seconds
     export_timeout: float  # seconds
+    temporality: str = "cumulative"  # one of TEMPORALITIES
+    histogram_aggregation: str = "explicit_bucket_histogram"  # one of HISTOGRAM_AGGREGATIONS
 
     def __repr__(self) -> str:
         return (f"MetricSettings(endpoint={display_endpoint(self.endpoint)!r}, headers={sorted(self.headers)!r}, "
-                f"export_interval={self.export_interval}, export_timeout={self.export_timeout})")
+                f"export_interval={self.export_interval}, export_timeout={self.export_timeout}, "
+                f"temporality={self.temporality!r}, histogram_aggregation={self.histogram_aggregation!r})")
+
+    def preferred_temporality(self) -> dict[type, AggregationTemporality]:
+        """Every instrument's temporality, as the specification's preference names them."""
+        delta, cumulative = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
+        summed = delta if self.temporality in ("delta", "lowmemory") else cumulative
+        return {Counter: summed, Histogram: summed, UpDownCounter: cumulative,
+                ObservableCounter: delta if self.temporality == "delta" else cumulative,
+                ObservableUpDownCounter: cumulative, ObservableGauge: cumulative}
+
+    def preferred_aggregation(self) -> dict[type, Aggregation]:
+        exponential = self.histogram_aggregation == "base2_exponential_bucket_histogram"
+        return {Histogram: ExponentialBucketHistogramAggregation() if exponential
+                else ExplicitBucketHistogramAggregation()}
 
 
 def metrics_wanted(explicit: bool | None, environ: Mapping[str, str] | None = None) -> bool:
@@ -129,4 +161,6 @@ def resolve_metric_settings(
         headers=headers,
         export_interval=interval,
         export_timeout=timeout,
+        temporality=(env.get(TEMPORALITY_VARIABLE) or "cumulative").strip().lower(),
+        histogram_aggregation=env.get(HISTOGRAM_VARIABLE) or "explicit_bucket_histogram",
     )

@@ -137,6 +137,8 @@ def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettin
             headers=headers or None,
             timeout=metric_settings.export_timeout,
             compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
+            preferred_temporality=metric_settings.preferred_temporality(),
+            preferred_aggregation=metric_settings.preferred_aggregation(),
         )
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
@@ -146,6 +148,8 @@ def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettin
         headers=headers,
         timeout=metric_settings.export_timeout,
         compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
+        preferred_temporality=metric_settings.preferred_temporality(),
+        preferred_aggregation=metric_settings.preferred_aggregation(),
     )
 
 

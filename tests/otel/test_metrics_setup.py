@@ -122,3 +122,38 @@ def test_an_out_of_range_interval_is_a_configuration_error(value):
 def test_the_metrics_endpoint_follows_the_traces_base(environ, endpoint, expected):
     traces = resolve_settings(endpoint=endpoint, environ=environ)
     assert resolve_metric_settings(traces, endpoint=endpoint, environ=environ).endpoint == expected
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_temporality_and_histogram_choices_come_from_the_environ_handed_in_not_os_environ(protocol, monkeypatch):
+    from opentelemetry.sdk.metrics import Counter, Histogram, ObservableCounter, UpDownCounter
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, ExponentialBucketHistogramAggregation
+
+    delta, cumulative = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
+    # What the process environment says must not count: configure() was handed its own.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "lowmemory")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "explicit_bucket_histogram")
+    environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+               "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": " Delta ",
+               "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": "base2_exponential_bucket_histogram"}
+    handle = configure(environ=environ, shutdown_timeout=0.2)
+    try:
+        exporter = handle._metric_exporter
+        assert exporter is not None
+        temporality = exporter._preferred_temporality
+        assert (temporality[Counter], temporality[Histogram], temporality[ObservableCounter],
+                temporality[UpDownCounter]) == (delta, delta, delta, cumulative)
+        assert isinstance(exporter._preferred_aggregation[Histogram], ExponentialBucketHistogramAggregation)
+    finally:
+        handle.shutdown(0.2)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
+    handle = configure(environ={"OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+                                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, shutdown_timeout=0.2)
+    try:
+        exporter = handle._metric_exporter
+        assert exporter is not None
+        assert set(exporter._preferred_temporality.values()) == {cumulative}  # the default, not os.environ's
+        assert isinstance(exporter._preferred_aggregation[Histogram], ExplicitBucketHistogramAggregation)
+    finally:
+        handle.shutdown(0.2)
