@@ -3,8 +3,8 @@ and read from the mapping `configure()` is given.
 
 The SDK reads them from `os.environ` and answers a bad one with a bare ValueError: at
 `TracerProvider()`, and for `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT` already when
-`opentelemetry.sdk.trace` is first imported. So this module is imported first by the
-package (its name sorts first) and checks `os.environ` then: a bad value is a named
+`opentelemetry.sdk.trace` is first imported. So `cafe_otel/__init__.py` imports this module
+before anything else, and it checks `os.environ` then: a bad value is a named
 configuration error (exit 20), not an internal error or a plugin that silently did not
 load. It imports nothing of the SDK itself until `span_limits` is called.
 """

@@ -34,7 +34,7 @@ from opentelemetry.trace import Link, SpanContext, Status, TraceState
 from cafe.recording.scrub import Scrubber
 from cafe_otel import shapes as sh
 from cafe_otel.account import TelemetryAccount
-from cafe_otel.resource_secrets import MIN_SECRET_LENGTH, ResourceGuard
+from cafe_otel.resource_secrets import MIN_SECRET_LENGTH, ResourceGuard, holds_secret
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
@@ -119,10 +119,7 @@ class SpanSanitiser:
 
     # --- values --------------------------------------------------------------------
     def _has_secret(self, value: Any) -> bool:
-        if not self._secrets:
-            return False
-        items = value if isinstance(value, (tuple, list)) else (value,)
-        return any(isinstance(item, str) and secret in item for item in items for secret in self._secrets)
+        return bool(self._secrets) and holds_secret(value, self._secrets)
 
     def _scrub(self, text: str) -> str:
         # The scrubber's patterns cost about a millisecond per kilobyte; tool definitions and

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from cafe_otel.settings import TelemetryConfigError
+from cafe_otel.settings import TelemetryConfigError, _shown
 
 SAMPLER_VARIABLE = "OTEL_TRACES_SAMPLER"
 ARGUMENT_VARIABLE = "OTEL_TRACES_SAMPLER_ARG"
@@ -36,10 +36,6 @@ DEFAULT_SAMPLER = "parentbased_always_on"
 SAMPLERS = ("always_on", "always_off", "traceidratio",
             "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio")
 _RATIOS = frozenset(("traceidratio", "parentbased_traceidratio"))
-
-
-def _shown(raw: str, limit: int = 30) -> str:
-    return repr(raw[:limit] + ("…" if len(raw) > limit else ""))
 
 
 def _ratio(environ: Mapping[str, str]) -> float:
@@ -51,7 +47,7 @@ def _ratio(environ: Mapping[str, str]) -> float:
     except ValueError:
         ratio = math.nan
     if not 0.0 <= ratio <= 1.0:  # NaN fails this too
-        raise TelemetryConfigError(f"{ARGUMENT_VARIABLE}: {_shown(raw)} is not a ratio from 0 to 1")
+        raise TelemetryConfigError(f"{ARGUMENT_VARIABLE}: {_shown(raw, 30)} is not a ratio from 0 to 1")
     return ratio
 
 
@@ -61,7 +57,7 @@ def sampler_from(environ: Mapping[str, str]) -> Sampler:
     name = raw.strip().lower() or DEFAULT_SAMPLER
     if name not in SAMPLERS:
         raise TelemetryConfigError(
-            f"{SAMPLER_VARIABLE}: {_shown(raw)} is not one cafe builds ({', '.join(SAMPLERS)})")
+            f"{SAMPLER_VARIABLE}: {_shown(raw, 30)} is not one cafe builds ({', '.join(SAMPLERS)})")
     if name in _RATIOS:
         ratio = _ratio(environ)
         return TraceIdRatioBased(ratio) if name == "traceidratio" else ParentBasedTraceIdRatio(ratio)

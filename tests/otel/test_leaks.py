@@ -276,7 +276,9 @@ def test_content_of_a_third_party_span_is_scrubbed_of_the_secrets_it_was_given()
     assert span.attributes[GEN_AI_OUTPUT_MESSAGES] == '[{"content": "key [REDACTED]"}]'
 
 
-def test_the_cli_hands_the_live_clients_key_to_telemetry_and_content_is_scrubbed_of_it():
+def _live_cli_shift(reply: dict, options: list[str], environ: dict[str, str]):
+    """`cafe shift` against a live echo server, over OTLP/HTTP to a receiver with the live key
+    set: (exit code, stdout, stderr, the receiver)."""
     from cafe.cli import main
     from cafe_otel.cli_plugin import plugin
 
@@ -284,21 +286,26 @@ def test_the_cli_hands_the_live_clients_key_to_telemetry_and_content_is_scrubbed
 
     receiver = Receiver()
     receiver.thread.start()
-    reply = planted_reply(response_id="chatcmpl-1", model="gpt-4o-mini", finish_reason="stop", call_id="call_{n}",
-                          tool_name="price_check", text="Your key is {authorization}, as you asked.")
     try:
         with echo_server(reply) as url:
             out, err = io.StringIO(), io.StringIO()
-            code = main(["shift", "--seed", "1", "--capture-content", "--otlp-protocol", "http/protobuf",
+            code = main(["shift", "--seed", "1", *options, "--otlp-protocol", "http/protobuf",
                          f"--otlp={receiver.url}"],
                         environ={"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY,
-                                 "CAFE_MODEL": "gpt-4o-mini"},
+                                 "CAFE_MODEL": "gpt-4o-mini", **environ},
                         out=out, err=err, load_plugins=lambda warn: [plugin])
     finally:
         receiver.server.shutdown()
         receiver.server.server_close()
-    assert code == 0, err.getvalue()
-    assert KEY in out.getvalue()  # the echo really happened (the transcript is the operator's own)
+    return code, out.getvalue(), err.getvalue(), receiver
+
+
+def test_the_cli_hands_the_live_clients_key_to_telemetry_and_content_is_scrubbed_of_it():
+    reply = planted_reply(response_id="chatcmpl-1", model="gpt-4o-mini", finish_reason="stop", call_id="call_{n}",
+                          tool_name="price_check", text="Your key is {authorization}, as you asked.")
+    code, out, err, receiver = _live_cli_shift(reply, ["--capture-content"], {})
+    assert code == 0, err
+    assert KEY in out  # the echo really happened (the transcript is the operator's own)
     raw = receiver.raw()
     assert b"Your key is [REDACTED], as you asked." in raw
     assert KEY.encode() not in raw
@@ -363,26 +370,10 @@ def test_a_legitimate_response_model_is_on_the_metrics():
 # --- the resource: the operator's variables, built before the live key is known -----------
 
 def test_a_live_key_pasted_into_the_resource_leaves_with_no_span_and_no_metric_point():
-    from cafe.cli import main
-    from cafe_otel.cli_plugin import plugin
-
-    from .test_cli_plugin import Receiver
-
-    receiver = Receiver()
-    receiver.thread.start()
-    try:
-        with echo_server(LEGIT_REPLY) as url:
-            out, err = io.StringIO(), io.StringIO()
-            code = main(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"],
-                        environ={"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY,
-                                 "CAFE_MODEL": "gpt-4o-mini",
-                                 "OTEL_RESOURCE_ATTRIBUTES": f"deployment.environment=prod,note=key {KEY}",
-                                 "OTEL_SERVICE_NAME": "counter"},
-                        out=out, err=err, load_plugins=lambda warn: [plugin])
-    finally:
-        receiver.server.shutdown()
-        receiver.server.server_close()
-    assert code == 0, err.getvalue()
+    code, _, err, receiver = _live_cli_shift(
+        LEGIT_REPLY, [], {"OTEL_RESOURCE_ATTRIBUTES": f"deployment.environment=prod,note=key {KEY}",
+                          "OTEL_SERVICE_NAME": "counter"})
+    assert code == 0, err
     assert receiver.spans() and receiver.metric_points()  # both signals really left
     raw = receiver.raw()
     assert KEY.encode() not in raw

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,17 @@ def run_cli(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str
 def snapshot(path: Path) -> tuple[bytes, int, int]:
     stat = path.stat()
     return path.read_bytes(), stat.st_mtime_ns, stat.st_mode
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Equal with the same type at every position: 1 is not 1.0, key order counts, -0.0 is
+    not 0.0, and a NaN matches a NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(identical, a, b))
+    if isinstance(a, float):
+        return (a == b and math.copysign(1, a) == math.copysign(1, b)) or (a != a and b != b)
+    return bool(a == b)

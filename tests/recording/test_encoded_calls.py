@@ -25,7 +25,7 @@ from cafe.jsondata import plain_json
 from cafe.recording import RecordedCall, ReplayClient, ReplayMismatch, Scrubber, Timing, load_recording
 from cafe.recording.format import encoded
 from cafe.recording.reader import _decode_fast_held
-from tests.recording.helpers import dump, header, response
+from tests.recording.helpers import dump, header, identical, response
 
 SETTINGS = settings(max_examples=150, deadline=None)
 # Each example rewrites the same file under the test's tmp_path.
@@ -60,17 +60,6 @@ class Colour(enum.Enum):
 
 class Word(enum.StrEnum):
     RED = "red"
-
-
-def _identical(a: Any, b: Any) -> bool:
-    """Equal with the same type at every position (1 is not 1.0 here, and key order counts)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_identical, a, b))
-    return a == b and (not isinstance(a, float) or math.copysign(1, a) == math.copysign(1, b))
 
 
 def _write(path: Path, requests: list[dict[str, Any]], responses: list[dict[str, Any]],
@@ -121,7 +110,7 @@ def _outcome(client: ReplayClient, request: dict[str, Any]) -> tuple[Any, ...]:
 
 def _same_outcome(fast: tuple[Any, ...], slow: tuple[Any, ...]) -> bool:
     if fast[0] == "served" and slow[0] == "served":
-        return _identical(fast[1], slow[1])
+        return identical(fast[1], slow[1])
     return fast == slow
 
 
@@ -142,8 +131,8 @@ def test_a_lazily_decoded_call_is_what_the_strict_reader_reads(
     path = _write(tmp_path / "r.jsonl", [request], [reply], sort_keys)
     line = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
     call = load_recording(path).calls[0]
-    assert _identical(call.request, line["request"])
-    assert _identical(call.response, line["response"])
+    assert identical(call.request, line["request"])
+    assert identical(call.response, line["response"])
     # Decoded once and kept: every read is the same dict, as with a plain field.
     assert call.request is call.request and encoded(call, "request") is None
 

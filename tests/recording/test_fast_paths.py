@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from cafe.jsondata import _same_types, fresh_json, same_json
 from cafe.recording import MalformedLine, load_recording, reader
 from cafe.recording.reader import _decode, _decode_fast, _decode_fast_held
-from tests.recording.helpers import header, request
+from tests.recording.helpers import header, identical, request
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -75,23 +75,12 @@ def _strict(raw: bytes) -> Any:
         return ValueError
 
 
-def _identical(a: Any, b: Any) -> bool:
-    """Equal with the same type at every position (1 is not 1.0 here, and key order counts)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_identical(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_identical, a, b))
-    return a == b or (a != a and b != b)
-
-
 @SETTINGS
 @given(json_lines())
 def test_the_fast_decoder_accepts_only_what_the_strict_one_reads_the_same(raw: bytes) -> None:
     fast = _decode_fast(raw)
     if fast is not None:
-        assert _identical(fast, _strict(raw))
+        assert identical(fast, _strict(raw))
 
 
 @pytest.mark.parametrize("raw", [
@@ -161,7 +150,7 @@ def test_a_line_with_no_plus_is_not_scanned_for_long_integers(monkeypatch: pytes
     monkeypatch.setattr(reader, "_long_integer", refuse)
     raw = json.dumps({"call": 1, "request": request(), "response": {"n": 2**64 - 1, "x": 1e15}},
                      sort_keys=True).encode()
-    assert _identical(_decode_fast(raw), _strict(raw))
+    assert identical(_decode_fast(raw), _strict(raw))
     with pytest.raises(AssertionError, match="scanned"):  # 1e16 is written back as 1e+16
         _decode_fast(raw.replace(b"1000000000000000.0", b"1e16"))
 
@@ -224,7 +213,7 @@ def test_same_json_agrees_with_the_walk_on_random_edits(value: Any, data: st.Dat
 def test_fresh_json_is_an_identical_independent_copy(value: Any) -> None:
     original = {"v": [value]}
     copy = fresh_json(original)
-    assert _identical(copy, original)
+    assert identical(copy, original)
     copy["v"].append("added")
     assert original == {"v": [value]}
 
