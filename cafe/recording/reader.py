@@ -123,19 +123,60 @@ def _decode_fast_held(raw: bytes) -> tuple[Any, dict[str, bytes]] | None:
 
     orjson already refuses what the strict decoder refuses (NaN, Infinity, numbers that
     overflow a double, bytes that are not UTF-8, control characters, lone surrogates) but
-    reads integers beyond 64 bits as floats (see `_LONG_INTEGERS`) and keeps the last of
-    duplicated keys. Every key in the text is followed by one colon outside
-    a string, and orjson writes every key and every colon inside a string back as they were
-    read, so re-encoding the decoded value gives as many colons as the line holds exactly
-    when no key was dropped (a dropped member takes its key's colon with it). The value is
-    re-encoded in pieces, the request and the response apart from the rest of the line (each
-    piece's key adds its one colon), so that those encodings can be kept."""
+    reads integers beyond 64 bits as floats and keeps the last of duplicated keys. Two proofs
+    that neither happened, the first one cheap and the second one general:
+
+    - a line in its canonical form (what cafe's writer writes: no whitespace, the escapes
+      orjson writes) is exactly orjson's encoding of what orjson read from it. A dropped
+      member would make the encoding shorter, an integer read as a float would be written in
+      another form, and any other spelling (spaces, `\\u003a`, `1E5`) differs too;
+    - any other line is counted (`_counted`)."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    try:
+        canonical = orjson.dumps(value) == raw
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes
+        return None
+    if canonical:
+        return value, _canonical_pieces(value, raw)
+    return _counted(raw, value)
+
+
+# The members of a call line as cafe's writer writes them, in its (sorted) order.
+_CALL_KEYS = ("call", "request", "response", "timing")
+
+
+def _canonical_pieces(value: Any, raw: bytes) -> dict[str, bytes]:
+    """The encodings of a canonical line's request and response. The line is orjson's
+    encoding of `value`, so a member's encoding is a slice of it: for a call line laid out as
+    the writer lays it out, the request is what lies between the encoded members around it."""
+    if type(value) is not dict:
+        return {}
+    if tuple(value) == _CALL_KEYS:
+        response = orjson.dumps(value["response"])
+        start = len(b'{"call":,"request":') + len(orjson.dumps(value["call"]))
+        end = len(raw) - len(b',"response":,"timing":}') - len(response) - len(orjson.dumps(value["timing"]))
+        return {"request": raw[start:end], "response": response}
+    return {key: orjson.dumps(value[key]) for key in _HELD if key in value}
+
+
+def _counted(raw: bytes, value: Any) -> tuple[Any, dict[str, bytes]] | None:
+    """`value`, read by orjson from a line that is not in its canonical form, if the count of
+    its colons proves that no key was dropped; else None.
+
+    Every key in the text is followed by one colon outside a string, and orjson writes every
+    key and every colon inside a string back as they were read, so re-encoding the decoded
+    value gives as many colons as the line holds exactly when no key was dropped (a dropped
+    member takes its key's colon with it). The value is re-encoded in pieces, the request and
+    the response apart from the rest of the line (each piece's key adds its one colon), so
+    that those encodings can be kept."""
     # An escaped colon (\u003a) would hide a duplicated key from the count below.
     if b"\\u003" in raw:
         return None
     held: dict[str, bytes] = {}
     try:
-        value = orjson.loads(raw)
         rest = value
         if type(value) is dict and ("request" in value or "response" in value):
             rest = dict(value)
@@ -143,7 +184,7 @@ def _decode_fast_held(raw: bytes) -> tuple[Any, dict[str, bytes]] | None:
                 if key in rest:
                     held[key] = orjson.dumps(rest.pop(key))
         encoded = orjson.dumps(rest)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+    except orjson.JSONEncodeError:
         return None
     if encoded.count(b":") + sum(piece.count(b":") + 1 for piece in held.values()) != raw.count(b":"):
         return None

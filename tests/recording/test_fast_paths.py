@@ -222,3 +222,53 @@ def test_fresh_json_copies_what_orjson_cannot_encode() -> None:
     original = {"big": 2**70, "lone": "\ud800", "list": [1]}
     copy = fresh_json(original)
     assert copy == original and copy["list"] is not original["list"]
+
+
+# A line in the writer's canonical form is proved strict by one comparison with orjson's
+# encoding of what orjson read; these are the cases that comparison must still send on.
+@pytest.mark.parametrize("raw", [
+    b'{"a":1,"a":1}',
+    b'{"a":{"b":":"},"a":3,"c":2}',
+    b'{"a":1,"a":2,"x":"\\u003a"}',
+    b'{"n":123456789012345678901}',
+    b'{"n":-9223372036854775809}',
+    b'{"request":{"messages":[],"messages":[]},"response":{}}',
+])
+def test_a_canonical_looking_line_with_a_duplicate_or_a_long_integer_is_left_to_the_strict_decoder(
+        raw: bytes) -> None:
+    assert _decode_fast(raw) is None
+
+
+def _canonical(value: Any) -> bytes:
+    """A line as cafe's writer writes it."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False,
+                      separators=(",", ":")).encode()
+
+
+@SETTINGS
+@given(request=st.dictionaries(_TEXT, _JSON, max_size=4), response=st.dictionaries(_TEXT, _JSON, max_size=4),
+       number=st.integers(-(2**63), 2**64 - 1), timing=st.one_of(st.none(), st.dictionaries(_TEXT, _JSON)))
+def test_a_canonical_call_line_keeps_request_and_response_as_their_own_encodings(
+        request: dict[str, Any], response: dict[str, Any], number: int, timing: Any) -> None:
+    raw = _canonical({"call": number, "request": request, "response": response, "timing": timing})
+    decoded = _decode_fast_held(raw)
+    assert decoded is not None
+    value, held = decoded
+    assert identical(value, _strict(raw))
+    # The held bytes are what orjson writes for each member, however the slice was found.
+    assert held == {"request": orjson.dumps(value["request"]), "response": orjson.dumps(value["response"])}
+    assert identical(orjson.loads(held["request"]), value["request"])
+
+
+def test_a_canonical_line_is_proved_without_counting_its_colons(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted: list[bytes] = []
+    real = reader._counted
+    monkeypatch.setattr(reader, "_counted", lambda raw, value: counted.append(raw) or real(raw, value))
+    line = {"call": 1, "request": request(), "response": {"choices": [{"message": {"content": "a: b"}}]},
+            "timing": {"duration_ns": 5, "start_unix_nano": 7}}
+    canonical = _canonical(line)
+    assert identical(_decode_fast(canonical), _strict(canonical))
+    assert counted == []
+    spaced = json.dumps(line, sort_keys=True).encode()  # an older cafe's lines, and other writers'
+    assert identical(_decode_fast(spaced), _strict(canonical))
+    assert counted == [spaced]

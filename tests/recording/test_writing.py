@@ -210,3 +210,18 @@ def test_a_shift_that_fails_mid_way_names_the_kept_calls_on_its_one_error_line(t
     code, out, err = run_cli("replay", str(partial_path(path)))  # what was kept replays
     assert code == 0, err
     assert "replayed 1 call(s)" in out
+
+
+def test_every_line_is_written_in_its_canonical_form(tmp_path: Path):
+    # Sorted keys and no whitespace between tokens: each line is then exactly what orjson
+    # writes for what it reads, the form the reader proves strict with one comparison.
+    import orjson
+
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), ["A latte and a chocolate croissant, please.", "Nothing else."], path,
+                 responder=make_responder([("approve", None)]), mode="all", seed=1)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) >= 4
+    for line in lines:
+        assert orjson.dumps(orjson.loads(line)) == line
+    assert lines[0].startswith(b'{"clock_origin_unix_nano":')
