@@ -334,7 +334,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
         )
     except ReplayError as error:
         if args.report:
-            view.write_mismatch_report(args.report, recording, error)
+            view.write_mismatch_report(args.report, recording, error, Scrubber.from_environment(environ))
             out.write(f"wrote the mismatch report {args.report} (private, mode 0600)\n")
         raise
     finally:

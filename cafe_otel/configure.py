@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
@@ -58,6 +57,7 @@ from cafe_otel.settings import (
     resolve_settings,
     seconds_in_range,
 )
+from cafe_otel.tls import TlsSettings, resolve_tls
 from cafe_otel.tracer import OTelTracer
 
 # How long a process waits for the collector when it exits. Short on purpose: buffering
@@ -106,30 +106,42 @@ def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str
     return found
 
 
-def build_otlp_exporter(settings: Settings) -> SpanExporter:
+def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
+    # `tls` is the traces' (`cafe_otel.tls`); none given: no files, TLS only for https://.
+    tls = TlsSettings() if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
         from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        parts = urlsplit(settings.endpoint)
+        insecure = tls.grpc_insecure(settings.endpoint)
         return OTLPSpanExporter(
             endpoint=settings.endpoint,
-            insecure=parts.scheme != "https",
+            insecure=insecure,
+            credentials=None if insecure else tls.grpc_credentials(),
             headers=headers or None,
             timeout=settings.export_timeout,
             compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
         )
+    import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
-    return HttpExporter(
+    session = requests.Session()
+    certificate_file, client_key_file, client_certificate_file = tls.file_arguments()
+    exporter = HttpExporter(
         endpoint=settings.endpoint,
+        certificate_file=certificate_file,
+        client_key_file=client_key_file,
+        client_certificate_file=client_certificate_file,
         headers=headers,
         timeout=settings.export_timeout,
         compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
+        session=session,
     )
+    tls.set_on(session)
+    return exporter
 
 
 @dataclass
@@ -271,7 +283,9 @@ def configure(
     # Explicit, and checked before any thread starts: the SDK's default would read
     # os.environ, whatever `environ` says.
     chosen_sampler = sampler if sampler is not None else sampler_from(os.environ if environ is None else environ)
-    inner = exporter if exporter is not None else build_otlp_exporter(settings)
+    env = os.environ if environ is None else environ
+    inner = exporter if exporter is not None else build_otlp_exporter(
+        settings, resolve_tls(env, "TRACES", settings.protocol))
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
     batch = BoundedBatchSpanProcessor(
@@ -313,7 +327,8 @@ def configure(
                                                   environ=environ)
         inner_metrics = (metric_exporter if metric_exporter is not None else
                          build_otlp_metric_exporter(settings, metric_settings,
-                                                    exporter_headers(metric_settings.headers, settings.protocol)))
+                                                    exporter_headers(metric_settings.headers, settings.protocol),
+                                                    resolve_tls(env, "METRICS", settings.protocol)))
         ours = InProcessMetrics(our_scope())
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,

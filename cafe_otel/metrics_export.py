@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
@@ -30,6 +29,7 @@ from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
 from cafe_otel.resource_secrets import ResourceGuard
 from cafe_otel.settings import GRPC, Settings, display_endpoint
+from cafe_otel.tls import TlsSettings
 
 
 def count_points(data: MetricsData) -> int:
@@ -125,32 +125,45 @@ class FailSoftMetricExporter(MetricExporter):
 
 
 def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettings,
-                               headers: dict[str, str]) -> MetricExporter:
+                               headers: dict[str, str], tls: TlsSettings | None = None) -> MetricExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
+    # `tls` is the metrics' (`cafe_otel.tls`); none given: no files, TLS only for https://.
+    tls = TlsSettings() if tls is None else tls
     if settings.protocol == GRPC:
         from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
+        insecure = tls.grpc_insecure(metric_settings.endpoint)
         return OTLPMetricExporter(
             endpoint=metric_settings.endpoint,
-            insecure=urlsplit(metric_settings.endpoint).scheme != "https",
+            insecure=insecure,
+            credentials=None if insecure else tls.grpc_credentials(),
             headers=headers or None,
             timeout=metric_settings.export_timeout,
             compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
             preferred_temporality=metric_settings.preferred_temporality(),
             preferred_aggregation=metric_settings.preferred_aggregation(),
         )
+    import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
 
-    return HttpMetricExporter(
+    session = requests.Session()
+    certificate_file, client_key_file, client_certificate_file = tls.file_arguments()
+    exporter = HttpMetricExporter(
         endpoint=metric_settings.endpoint,
+        certificate_file=certificate_file,
+        client_key_file=client_key_file,
+        client_certificate_file=client_certificate_file,
         headers=headers,
         timeout=metric_settings.export_timeout,
         compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
+        session=session,
         preferred_temporality=metric_settings.preferred_temporality(),
         preferred_aggregation=metric_settings.preferred_aggregation(),
     )
+    tls.set_on(session)
+    return exporter
 
 
 def build_meter_provider(

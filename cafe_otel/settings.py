@@ -239,9 +239,9 @@ TLS_FILE_VARIABLES = tuple(
 
 
 def check_tls_files(env: Mapping[str, str]) -> None:
-    """Each TLS file variable set names a readable regular file. The gRPC exporters read
-    them when they are built: a missing one printed the SDK's traceback on stderr, a
-    directory was an internal error, and a FIFO would block the command."""
+    """Each TLS file variable set names a readable regular file, checked before anything is
+    built (`cafe_otel.tls` reads them for the exporters): a missing one printed the SDK's
+    traceback on stderr, a directory was an internal error, and a FIFO would block the command."""
     for variable in TLS_FILE_VARIABLES:
         path = env.get(variable, "").strip()
         if not path:

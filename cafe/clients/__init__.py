@@ -5,13 +5,14 @@ from cafe.clients.canned import CannedClient, CannedRepliesExhausted
 from cafe.clients.live import LiveClient
 from cafe.clients.scripted import ScriptedClient
 from cafe.clients.select import get_client
-from cafe.clients.settings import LiveSettings, Secret
+from cafe.clients.settings import InvalidLiveSetting, LiveSettings, Secret
 
 __all__ = [
     "CannedClient",
     "CannedRepliesExhausted",
     "ChatClient",
     "HoldsSecrets",
+    "InvalidLiveSetting",
     "LiveClient",
     "LiveSettings",
     "NetworkClient",

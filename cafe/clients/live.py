@@ -17,7 +17,7 @@ from typing import Any
 
 from cafe.clients.base import Message, Response, check_tool_call_ids
 from cafe.clients.reply import MalformedReply, reduce_reply
-from cafe.clients.settings import LiveSettings
+from cafe.clients.settings import LiveSettings, check_max_retries, check_timeout
 from cafe.errors import ModelCallError
 from cafe.urls import shown_url
 
@@ -27,17 +27,23 @@ def _not_json(name: str) -> Any:
 
 
 class LiveClient:
+    """`timeout` (seconds an attempt may wait) and `max_retries` win over the settings'
+    (`CAFE_TIMEOUT`, `CAFE_MAX_RETRIES`, or their defaults of 60 s and 2)."""
+
     provider = "openai"
 
     def __init__(
         self,
         settings: LiveSettings,
         *,
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        timeout: float | None = None,
+        max_retries: int | None = None,
         http_client: Any = None,
     ) -> None:
         self._settings = settings
+        self.timeout = settings.timeout if timeout is None else check_timeout(timeout, "timeout argument")
+        self.max_retries = (settings.max_retries if max_retries is None
+                            else check_max_retries(max_retries, "max_retries argument"))
         self.model = settings.model
         self.server_address = settings.server_address
         self.server_port = settings.server_port
@@ -47,8 +53,8 @@ class LiveClient:
         self._sdk = openai.OpenAI(
             api_key=settings.api_key.reveal(),
             base_url=settings.base_url,
-            timeout=timeout,
-            max_retries=max_retries,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
             http_client=http_client,
         )
 
@@ -82,6 +88,13 @@ class LiveClient:
             # stderr with reply text in it), and what the harness keeps is checked below.
             raw = self._sdk.chat.completions.with_raw_response.create(**arguments)
             content = raw.http_response.content
+        except openai.APITimeoutError:
+            attempts = self.max_retries + 1
+            raise ModelCallError(
+                f"model endpoint {self.server_address} failed: APITimeoutError (no answer within "
+                f"{self.timeout:g} s, {attempts} attempt{'s' if attempts > 1 else ''}; "
+                "CAFE_TIMEOUT and CAFE_MAX_RETRIES set these)"
+            ) from None
         except openai.APIStatusError as error:
             raise ModelCallError(
                 f"model endpoint {self.server_address} answered {type(error).__name__} "

@@ -1,5 +1,8 @@
 """Pages to look at instead of reading: `cafe view RECORDING -o shift.html` (a recorded shift)
-and the mismatch report of a failed replay (`cafe replay --report`, the pytest plugin)."""
+and the mismatch report of a failed replay (`cafe replay --report`, the pytest plugin).
+
+What a page shows of a recording is scrubbed first (`scrubbing.scrubbed`), with the scrubber
+the recorder and `cafe export` use: a file another harness wrote may hold a key."""
 
 from __future__ import annotations
 
@@ -12,12 +15,15 @@ from typing import TextIO
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
+from cafe.recording.scrub import Scrubber
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
+from cafe.view.scrubbing import scrubbed
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
-           "mismatch_page", "register", "shift_page", "timeline", "write_mismatch_report", "write_private_page"]
+           "mismatch_page", "register", "scrubbed", "shift_page", "timeline", "write_mismatch_report",
+           "write_private_page"]
 
 
 class PageUnwritable(RecordingError):
@@ -40,9 +46,12 @@ def check_page_path(path: Path | str) -> None:
         raise PageUnwritable(path, "its directory does not exist")
 
 
-def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayError) -> Path:
-    """The page of a failed replay: recorded and incoming request side by side."""
-    return write_private_page(path, mismatch_page(recording, failed_replay(error)))
+def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayError,
+                          scrubber: Scrubber | None = None) -> Path:
+    """The page of a failed replay: recorded and incoming request side by side, the recorded
+    side scrubbed as the incoming one was (`scrubber`, default `Scrubber.from_environment()`)."""
+    shown = scrubbed(recording, scrubber or Scrubber.from_environment())
+    return write_private_page(path, mismatch_page(shown, failed_replay(error)))
 
 
 def write_private_page(path: Path | str, text: str) -> Path:
@@ -86,7 +95,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    recording = load_recording(args.path, allow_truncated=args.allow_truncated)
+    scrubber = Scrubber.from_environment(environ)  # before reading: a bad CAFE_SCRUB_PATTERNS stops it
+    recording = scrubbed(load_recording(args.path, allow_truncated=args.allow_truncated), scrubber)
     shift = timeline(recording)
     written = write_private_page(args.out, shift_page(shift, source=str(args.path)))
     out.write(f"wrote {written} (private, mode 0600): {len(shift.calls)} call(s), "

@@ -1,0 +1,208 @@
+"""How long a live call waits and how often it is retried: `CAFE_TIMEOUT` and `CAFE_MAX_RETRIES`
+(from the environment handed in), explicit arguments winning. Before, the client always waited
+60 s an attempt with 2 retries, so a stuck endpoint held a shift for about three minutes
+whatever the user set."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cafe.cli import main
+from cafe.clients import LiveClient, LiveSettings, Secret, get_client
+from cafe.clients.settings import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    InvalidLiveSetting,
+    parse_max_retries,
+    parse_timeout,
+)
+from cafe.errors import ModelCallError
+
+KEY = "sk-timeout-canary-0123456789"
+# Long enough that the old client (60 s an attempt) is still waiting when the server gives up.
+HOLD_SECONDS = 5.0
+TIMEOUT_MESSAGE = ("CAFE_TIMEOUT: expected a number of seconds above 0 and at most 3600, e.g. 30 or 2.5 "
+                   "(the value given is not shown)")
+RETRIES_MESSAGE = "CAFE_MAX_RETRIES: expected a whole number of retries from 0 to 10 (the value given is not shown)"
+
+
+@contextmanager
+def silent_server() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on 127.0.0.1 that reads each request and never answers it (it lets the
+    connection go after HOLD_SECONDS, or when the test ends). Yields its base URL and the
+    paths it was asked for, one per attempt."""
+    done = threading.Event()
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(self.path)
+            done.wait(HOLD_SECONDS)
+            self.close_connection = True
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="silent-test-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        done.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _live(base_url: str, **extra: str) -> dict[str, str]:
+    return {"COURSE_MODE": "live", "CAFE_BASE_URL": base_url, "CAFE_API_KEY": KEY, "CAFE_MODEL": "m-1", **extra}
+
+
+# --- against a server that never answers ---------------------------------------------------
+
+@pytest.mark.local_server
+def test_cafe_timeout_and_retries_bound_a_call_to_a_stuck_endpoint() -> None:
+    with silent_server() as (url, seen):
+        client = get_client(_live(url, CAFE_TIMEOUT="0.3", CAFE_MAX_RETRIES="0"))
+        started = time.monotonic()
+        with pytest.raises(ModelCallError) as raised:
+            client.chat([{"role": "user", "content": "hello"}])
+        waited = time.monotonic() - started
+    assert str(raised.value) == ("model endpoint 127.0.0.1 failed: APITimeoutError (no answer within 0.3 s, "
+                                 "1 attempt; CAFE_TIMEOUT and CAFE_MAX_RETRIES set these)")
+    assert seen == ["/v1/chat/completions"]  # no retry
+    assert waited < HOLD_SECONDS  # the timeout ended it, not the server letting go
+
+
+@pytest.mark.local_server
+def test_cafe_max_retries_is_how_many_more_attempts_are_made() -> None:
+    with silent_server() as (url, seen):
+        client = get_client(_live(url, CAFE_TIMEOUT="0.2", CAFE_MAX_RETRIES="1"))
+        with pytest.raises(ModelCallError, match=r"within 0\.2 s, 2 attempts;"):
+            client.chat([{"role": "user", "content": "hello"}])
+    assert len(seen) == 2
+
+
+@pytest.mark.local_server
+def test_through_the_cli_a_stuck_endpoint_is_one_line_exit_21() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    with silent_server() as (url, seen):
+        code = main(["shift", "--seed", "1"], environ=_live(url, CAFE_TIMEOUT="0.3", CAFE_MAX_RETRIES="0"),
+                    out=out, err=err, load_plugins=lambda warn: [])
+    assert code == 21 and err.getvalue().count("\n") == 1, err.getvalue()
+    assert err.getvalue().startswith("cafe: error: model endpoint 127.0.0.1 failed: APITimeoutError (no answer "
+                                     "within 0.3 s, 1 attempt; CAFE_TIMEOUT and CAFE_MAX_RETRIES set these)")
+    assert KEY not in err.getvalue() + out.getvalue() and len(seen) == 1
+
+
+@pytest.mark.local_server
+def test_explicit_arguments_win_over_the_environment() -> None:
+    with silent_server() as (url, seen):
+        settings = LiveSettings.from_env(_live(url, CAFE_TIMEOUT="30", CAFE_MAX_RETRIES="3"))
+        client = LiveClient(settings, timeout=0.3, max_retries=0)
+        assert (client.timeout, client.max_retries) == (0.3, 0)
+        with pytest.raises(ModelCallError, match=r"within 0\.3 s, 1 attempt;"):
+            client.chat([{"role": "user", "content": "hello"}])
+    assert len(seen) == 1
+
+
+# --- reading and checking the settings ------------------------------------------------------
+
+def test_the_defaults_are_kept_when_nothing_is_set() -> None:
+    settings = LiveSettings.from_env(_live("http://127.0.0.1:9/v1", CAFE_TIMEOUT=" ", CAFE_MAX_RETRIES=""))
+    assert (settings.timeout, settings.max_retries) == (DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES) == (60.0, 2)
+    client = LiveClient(settings)
+    assert (client.timeout, client.max_retries) == (60.0, 2)
+
+
+def test_the_environment_handed_in_is_read_not_the_process_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAFE_TIMEOUT", "not a number")
+    monkeypatch.setenv("CAFE_MAX_RETRIES", "7")
+    client = get_client(_live("http://127.0.0.1:9/v1", CAFE_TIMEOUT="12.5"))
+    assert isinstance(client, LiveClient)
+    assert (client.timeout, client.max_retries) == (12.5, 2)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0.3", 0.3), (" 30 ", 30.0), ("3600", 3600.0), (".5", 0.5),
+                                               ("2.", 2.0), ("0.001", 0.001)])
+def test_a_timeout_is_plain_decimal_seconds(text: str, seconds: float) -> None:
+    assert parse_timeout(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "0.0", "-1", "3600.5", "nan", "inf", "1e3", "+5", "5s", "1_0", "٣",
+                                  "sk-proj-0123456789abcdef", "9" * 40])
+def test_a_bad_timeout_names_the_variable_and_what_it_takes_never_the_value(text: str) -> None:
+    with pytest.raises(InvalidLiveSetting) as raised:
+        LiveSettings.from_env(_live("http://127.0.0.1:9/v1", CAFE_TIMEOUT=text))
+    assert str(raised.value) == TIMEOUT_MESSAGE and raised.value.exit_code == 20
+
+
+@pytest.mark.parametrize(("text", "retries"), [("0", 0), (" 3 ", 3), ("10", 10), ("007", 7)])
+def test_max_retries_is_a_whole_number(text: str, retries: int) -> None:
+    assert parse_max_retries(text) == retries
+
+
+@pytest.mark.parametrize("text", ["-1", "11", "2.0", "two", "1e1", "٣", "sk-proj-0123456789abcdef", "9" * 5000])
+def test_a_bad_max_retries_names_the_variable_and_what_it_takes_never_the_value(text: str) -> None:
+    with pytest.raises(InvalidLiveSetting) as raised:
+        LiveSettings.from_env(_live("http://127.0.0.1:9/v1", CAFE_MAX_RETRIES=text))
+    assert str(raised.value) == RETRIES_MESSAGE and raised.value.exit_code == 20
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=30))
+def test_any_text_is_a_timeout_in_range_or_the_one_fixed_error(text: str) -> None:
+    try:
+        seconds = parse_timeout(text)
+    except InvalidLiveSetting as error:
+        assert str(error) == TIMEOUT_MESSAGE
+    else:
+        assert 0 < seconds <= 3600
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=30))
+def test_any_text_is_a_retry_count_in_range_or_the_one_fixed_error(text: str) -> None:
+    try:
+        retries = parse_max_retries(text)
+    except InvalidLiveSetting as error:
+        assert str(error) == RETRIES_MESSAGE
+    else:
+        assert 0 <= retries <= 10
+
+
+@pytest.mark.parametrize(("argument", "value"), [
+    ("timeout", 0), ("timeout", -2.0), ("timeout", float("nan")), ("timeout", float("inf")), ("timeout", True),
+    ("timeout", "30"), ("timeout", 10**400), ("max_retries", -1), ("max_retries", 11), ("max_retries", 1.0),
+    ("max_retries", True),
+])
+def test_a_bad_explicit_argument_is_the_same_named_error(argument: str, value: object) -> None:
+    settings = LiveSettings("http://127.0.0.1:9/v1", Secret(KEY), "m-1")
+    with pytest.raises(InvalidLiveSetting, match=rf"^{argument} argument: expected "):
+        LiveClient(settings, **{argument: value})  # type: ignore[arg-type]
+    with pytest.raises(InvalidLiveSetting, match=rf"^the live {argument}: expected "):
+        LiveSettings("http://127.0.0.1:9/v1", Secret(KEY), "m-1", **{argument: value})  # type: ignore[arg-type]
+
+
+def test_through_the_cli_a_bad_value_is_one_line_exit_20() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["shift"], environ=_live("http://127.0.0.1:9/v1", CAFE_MAX_RETRIES=KEY), out=out, err=err,
+                load_plugins=lambda warn: [])
+    assert (code, out.getvalue(), err.getvalue()) == (20, "", f"cafe: error: {RETRIES_MESSAGE}\n")
+
+
+def test_the_settings_repr_shows_both() -> None:
+    settings = LiveSettings("http://127.0.0.1:9/v1", Secret(KEY), "m-1", timeout=2.5, max_retries=0)
+    assert repr(settings).endswith("timeout=2.5, max_retries=0)") and KEY not in repr(settings)
