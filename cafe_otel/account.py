@@ -9,7 +9,8 @@ a span lost before it reached the exporter is `otel.sdk.processor.span.processed
 `error.type` (`queue_full` and `already_shutdown` are the SDK's values; `shutdown_timeout`
 and `redaction_failed` are ours); an export's outcome is `otel.sdk.exporter.span.exported`,
 without `error.type` when delivered, else with its cause (`timeout`, `busy`, `failure`,
-`already_shutdown` or the exception's class name, as the SDK's exporters name it).
+`already_shutdown` or the exception's class name, as the SDK's exporters name it; `rejected`
+for what a receiver reported rejected in a 2xx answer, as the conventions ask).
 A metric export's outcome is `otel.sdk.exporter.metric_data_point.exported`, counted in
 data points (a cumulative point goes out again at every export), with the same causes.
 `points()` gives them under those names.
@@ -29,6 +30,7 @@ ALREADY_SHUTDOWN = "already_shutdown"
 SHUTDOWN_TIMEOUT = "shutdown_timeout"
 REDACTION_FAILED = "redaction_failed"
 FAILURE = "failure"  # the exporter returned FAILURE and said no more
+REJECTED = "rejected"  # the receiver took the request but rejected these (OTLP partial success)
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,10 @@ class TelemetryAccount:
         s = self.snapshot()
         note = self.last_note
         line = f"{s.exported} spans exported, {s.dropped} dropped"
+        rejected = s.export_failed_by_type.get(REJECTED, 0)
         reasons = [f"{n} {label}" for n, label in (
-            (s.dropped_export_failed, "export failed"), (s.dropped_queue_full, "queue full"),
+            (s.dropped_export_failed - rejected, "export failed"), (rejected, "rejected by the receiver"),
+            (s.dropped_queue_full, "queue full"),
             (s.dropped_redaction_failed, "redaction failed"), (s.dropped_unflushed, "not flushed in time"),
             (s.dropped_after_shutdown, "ended after shutdown"),
         ) if n]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opentelemetry.context import Context
@@ -26,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
-from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, SHUTDOWN_TIMEOUT, TelemetryAccount
+from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
 from cafe_otel.processor_metrics import ProcessorMetrics
 
@@ -60,13 +61,16 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         export_grace: float = GRACE_SECONDS,
         target: str | None = None,
         meter_provider: MeterProvider | None = None,
+        rejected: Callable[[], int] | None = None,
     ) -> None:
         """An export that has not answered within `export_timeout` + `export_grace` seconds
         has its batch counted as lost and the worker moves on (the grace lets an OTLP
         exporter given the same timeout finish its last try). `target` names where spans go
         in error texts (e.g. "grpc http://host:4317"; default: the exporter's class). With a
         `meter_provider`, the processor also reports the SDK's `otel.sdk.processor.span.*`
-        metrics (see `cafe_otel.processor_metrics`)."""
+        metrics (see `cafe_otel.processor_metrics`). `rejected`, when given, says after an
+        export the exporter called a success how many of its spans the receiver rejected
+        (OTLP's partial success, `cafe_otel.partial_success`): those are counted as lost."""
         if max_queue_size < 1 or max_export_batch_size < 1:
             raise ValueError("queue and batch sizes must be positive")
         # A zero delay would spin the worker; NaN or inf would kill it in Condition.wait.
@@ -75,6 +79,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         if not 0 <= shutdown_timeout <= threading.TIMEOUT_MAX:
             raise ValueError(f"shutdown_timeout must be a finite number of seconds, not {shutdown_timeout!r}")
         self._exporter = exporter
+        self._rejected = rejected
         self.account = account if account is not None else TelemetryAccount()
         self._max_queue = max_queue_size
         self._batch = max_export_batch_size
@@ -135,6 +140,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             if batch is not None:
                 if self._metrics is not None:
                     self._metrics.submitted(batch.count)
+                if self._rejected is not None:
+                    self._rejected()  # what an earlier export's late answer reported belongs to no batch now
                 self._settle(batch, self._exports.call(self._exporter.export, spans))
             with self._cond:
                 self._in_flight = None
@@ -150,7 +157,12 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         if not batch.settle(self._settle_lock):
             return  # shutdown already counted it as lost
         if export_succeeded(outcome):
-            self.account.add_exported(batch.count)
+            rejected = min(self._rejected(), batch.count) if self._rejected is not None else 0
+            self.account.add_exported(batch.count - rejected)
+            if rejected:
+                self.account.add_export_failed(
+                    rejected, f"export to {self._target}: the receiver took the request but rejected "
+                              f"{rejected} of its {batch.count} spans (OTLP partial success)", REJECTED)
         elif outcome.ok:  # returned, but not SUCCESS
             self.account.add_export_failed(batch.count, f"export to {self._target}: exporter returned FAILURE")
         else:

@@ -47,6 +47,7 @@ from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
 from cafe_otel.metric_settings import metrics_wanted, resolve_metric_settings
 from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
 from cafe_otel.metrics_listener import MetricsListener, our_scope
+from cafe_otel.partial_success import RejectionCounter
 from cafe_otel.sampling import sampler_from
 from cafe_otel.settings import (
     GRPC,
@@ -106,9 +107,12 @@ def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str
     return found
 
 
-def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None) -> SpanExporter:
+def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
+                        rejections: RejectionCounter | None = None) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
     # `tls` is the traces' (`cafe_otel.tls`); none given: no files, TLS only for https://.
+    # `rejections` reads each OTLP/HTTP answer for spans rejected in a 2xx (gRPC's exporter
+    # hands no answer back).
     tls = TlsSettings() if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
@@ -141,6 +145,8 @@ def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None) -> S
         session=session,
     )
     tls.set_on(session)
+    if rejections is not None:
+        rejections.attach(session)
     return exporter
 
 
@@ -284,14 +290,17 @@ def configure(
     # os.environ, whatever `environ` says.
     chosen_sampler = sampler if sampler is not None else sampler_from(os.environ if environ is None else environ)
     env = os.environ if environ is None else environ
+    rejections = (RejectionCounter("spans", on_unreadable=account.note_error)
+                  if exporter is None and settings.protocol != GRPC else None)
     inner = exporter if exporter is not None else build_otlp_exporter(
-        settings, resolve_tls(env, "TRACES", settings.protocol))
+        settings, resolve_tls(env, "TRACES", settings.protocol), rejections)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
     batch = BoundedBatchSpanProcessor(
         inner, account=account, target=target, export_timeout=settings.export_timeout,
         max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
         schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
+        rejected=rejections.take if rejections is not None else None,
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
@@ -325,14 +334,17 @@ def configure(
     if metrics_wanted(metrics, environ):
         metric_settings = resolve_metric_settings(settings, endpoint=endpoint, export_interval=metric_export_interval,
                                                   environ=environ)
+        point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
+                            if metric_exporter is None and settings.protocol != GRPC else None)
         inner_metrics = (metric_exporter if metric_exporter is not None else
                          build_otlp_metric_exporter(settings, metric_settings,
                                                     exporter_headers(metric_settings.headers, settings.protocol),
-                                                    resolve_tls(env, "METRICS", settings.protocol)))
+                                                    resolve_tls(env, "METRICS", settings.protocol), point_rejections))
         ours = InProcessMetrics(our_scope())
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
-            explicit_exporter=metric_exporter is not None, ours=ours)
+            explicit_exporter=metric_exporter is not None, ours=ours,
+            rejected=point_rejections.take if point_rejections is not None else None)
         handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()

@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import FailSoft
-from cafe_otel.account import TelemetryAccount
+from cafe_otel.account import REJECTED, TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.failsoft import GRACE_SECONDS
 from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
+from cafe_otel.partial_success import RejectionCounter
 from cafe_otel.resource_secrets import ResourceGuard
 from cafe_otel.settings import GRPC, Settings, display_endpoint
 from cafe_otel.tls import TlsSettings
@@ -43,13 +44,16 @@ def count_points(data: MetricsData) -> int:
 
 class FailSoftMetricExporter(MetricExporter):
     def __init__(self, inner: MetricExporter, *, account: TelemetryAccount, export_timeout: float,
-                 target: str = "metrics exporter") -> None:
+                 target: str = "metrics exporter", rejected: Callable[[], int] | None = None) -> None:
+        # `rejected`: after an export the exporter called a success, how many of its points
+        # the receiver rejected (OTLP partial success, `cafe_otel.partial_success`).
         super().__init__(preferred_temporality=inner._preferred_temporality,
                          preferred_aggregation=inner._preferred_aggregation)
         self.inner = inner
         self.account = account
         self.export_timeout = export_timeout
         self._target = target
+        self._rejected = rejected
         self._exports = FailSoft(export_timeout + GRACE_SECONDS, name="cafe-otel-metrics-export")
         self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-metrics-control")
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
@@ -104,10 +108,17 @@ class FailSoftMetricExporter(MetricExporter):
         # spans' exporter does); under a deadline, the deadline is the bound for both.
         inner_bound, wait = ((wanted, wanted + GRACE_SECONDS) if self._deadline is None
                              else (self._bound(wanted), self._bound(wanted)))
+        if self._rejected is not None:
+            self._rejected()  # what an earlier export's late answer reported belongs to no export now
         outcome = self._exports.call(
             lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000), timeout=wait)
         if outcome.ok and outcome.value is MetricExportResult.SUCCESS:
-            self.account.add_metric_points_exported(points)
+            rejected = min(self._rejected(), points) if self._rejected is not None else 0
+            self.account.add_metric_points_exported(points - rejected)
+            if rejected:
+                self.account.add_metric_points_dropped(
+                    rejected, f"metrics export to {self._target}: the receiver took the request but rejected "
+                              f"{rejected} of its {points} data points (OTLP partial success)", REJECTED)
             return MetricExportResult.SUCCESS
         cause = outcome.error_type or "failure"
         self.account.add_metric_points_dropped(
@@ -125,7 +136,8 @@ class FailSoftMetricExporter(MetricExporter):
 
 
 def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettings,
-                               headers: dict[str, str], tls: TlsSettings | None = None) -> MetricExporter:
+                               headers: dict[str, str], tls: TlsSettings | None = None,
+                               rejections: RejectionCounter | None = None) -> MetricExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
     # `tls` is the metrics' (`cafe_otel.tls`); none given: no files, TLS only for https://.
     tls = TlsSettings() if tls is None else tls
@@ -163,6 +175,8 @@ def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettin
         preferred_aggregation=metric_settings.preferred_aggregation(),
     )
     tls.set_on(session)
+    if rejections is not None:
+        rejections.attach(session)
     return exporter
 
 
@@ -175,11 +189,12 @@ def build_meter_provider(
     inner: MetricExporter,
     explicit_exporter: bool,
     ours: InProcessMetrics,
+    rejected: Callable[[], int] | None = None,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
     target = (f"{settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
               else type(inner).__name__)
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
-                                      target=target)
+                                      target=target, rejected=rejected)
     reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
                                  export_timeout=metric_settings.export_timeout,
                                  on_failure=lambda report: account.add_mirror_error(str(report)))

@@ -1,0 +1,111 @@
+"""What an OTLP receiver took the request for but did not keep: OTLP's partial success.
+
+A receiver that keeps only part of a well-formed request still answers 2xx, with an
+`Export*ServiceResponse` whose `partial_success` counts the items it rejected. The SDK's
+OTLP/HTTP exporters return SUCCESS for any 2xx without reading that body, so an account
+built on their verdict alone would call rejected spans delivered. The semantic conventions
+(`otel.sdk.exporter.span.exported`) say rejected items count as failed, with `error.type`
+`rejected` when the receiver gives no reason of ours to use.
+
+`RejectionCounter` reads each 2xx body through a response hook on the `requests.Session`
+the exporter is handed (requests' public hook API), and the processor asks it, after each
+export the exporter called a success, how many of that batch were rejected. The receiver's
+own `error_message` is never kept: it is server text and may echo what it was sent. A body
+that is not an OTLP response leaves the items counted as delivered (the status said so) and
+is noted. Over gRPC the SDK's exporter hands no response back, so nothing is counted there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+Signal = Literal["spans", "metrics"]
+# The protobuf message, its counter's field name, and the same in OTLP/JSON.
+_ANSWERS: dict[str, tuple[Any, str, str]] = {
+    "spans": (ExportTraceServiceResponse, "rejected_spans", "rejectedSpans"),
+    "metrics": (ExportMetricsServiceResponse, "rejected_data_points", "rejectedDataPoints"),
+}
+# No OTLP response is this large; a longer body is not read as one.
+MAX_ANSWER_BYTES = 64 * 1024
+
+
+class RejectionCounter:
+    """Counts the items receivers reported rejected, until `take()` collects them."""
+
+    def __init__(self, signal: Signal, *, on_unreadable: Callable[[str], None] | None = None) -> None:
+        self._message, self._field, self._json_field = _ANSWERS[signal]
+        self._signal = signal
+        self._on_unreadable = on_unreadable
+        self._lock = threading.Lock()
+        self._rejected = 0
+
+    def __repr__(self) -> str:
+        return f"RejectionCounter({self._signal!r}, pending={self._rejected})"
+
+    def attach(self, session: Any) -> None:
+        """Read every answer `session` (a `requests.Session`) receives."""
+        session.hooks["response"].append(self._on_response)
+
+    def take(self) -> int:
+        """The items rejected since the last call, and start again from zero."""
+        with self._lock:
+            rejected, self._rejected = self._rejected, 0
+        return rejected
+
+    def add(self, rejected: int) -> None:
+        with self._lock:
+            self._rejected += rejected
+
+    def _on_response(self, response: Any, *args: object, **kwargs: object) -> None:
+        # Returns None: requests then keeps the response as it was.
+        if not 200 <= response.status_code < 300:
+            return
+        body = response.content or b""
+        if not body:
+            return  # no body: nothing was reported rejected
+        rejected = self.rejected_in(body, response.headers.get("Content-Type", ""))
+        if rejected is None:
+            if self._on_unreadable is not None:
+                self._on_unreadable(f"OTLP {self._signal} export: the receiver answered {response.status_code} "
+                                    "with a body that is not an OTLP response; its items are counted as delivered")
+            return
+        if rejected:
+            self.add(rejected)
+
+    def rejected_in(self, body: bytes, content_type: str = "") -> int | None:
+        """The rejected count an answer's body reports (0 for none), or None when the body is
+        not an OTLP response of this signal."""
+        if len(body) > MAX_ANSWER_BYTES:
+            return None
+        if "json" in content_type.lower():
+            return self._rejected_in_json(body)
+        try:
+            answer = self._message.FromString(body)
+        except Exception:  # protobuf's DecodeError, and whatever a hostile body provokes
+            return None
+        count: int = getattr(answer.partial_success, self._field)
+        return count if count >= 0 else None
+
+    def _rejected_in_json(self, body: bytes) -> int | None:
+        try:
+            answer = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(answer, dict):
+            return None
+        partial = answer.get("partialSuccess", answer.get("partial_success", {}))
+        if not isinstance(partial, dict):
+            return None
+        value = partial.get(self._json_field, partial.get(self._field, 0))
+        # OTLP/JSON writes 64-bit integers as strings.
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+            value = int(value)
+        if type(value) is not int or value < 0:
+            return None
+        return value

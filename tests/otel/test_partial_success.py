@@ -1,0 +1,182 @@
+"""OTLP partial success: a receiver that answers 2xx but reports items rejected. The account
+counts those as lost (`error.type` `rejected`, as the conventions ask), never as delivered,
+and never repeats the receiver's own message."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsPartialSuccess,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+import cafe
+from cafe_otel import configure
+from cafe_otel.account import EXPORTER_METRIC_POINTS_EXPORTED, EXPORTER_SPAN_EXPORTED, REJECTED
+from cafe_otel.batch import BoundedBatchSpanProcessor
+from cafe_otel.partial_success import RejectionCounter
+
+SERVER_TEXT = "REJECTION-CANARY: the receiver's own words"
+SHIFT_SPANS = 11  # spans a default scripted shift makes (tests/otel/test_metrics_setup.py)
+
+Answer = Callable[[str, bytes], tuple[bytes, str]]  # (path, request body) -> (body, content type)
+
+
+@contextmanager
+def receiver(answer: Answer) -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
+    """An OTLP/HTTP receiver on 127.0.0.1 answering 200 with what `answer` makes; yields its
+    endpoint and the requests it received."""
+    received: list[tuple[str, bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            received.append((self.path, body))
+            data, content_type = answer(self.path, body)
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _rejecting(spans: int = 0, points: int = 0) -> Answer:
+    def answer(path: str, body: bytes) -> tuple[bytes, str]:
+        if path.endswith("/v1/traces"):
+            reply: Any = ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(
+                rejected_spans=spans, error_message=SERVER_TEXT))
+        else:
+            reply = ExportMetricsServiceResponse(partial_success=ExportMetricsPartialSuccess(
+                rejected_data_points=points, error_message=SERVER_TEXT))
+        return reply.SerializeToString(), "application/x-protobuf"
+    return answer
+
+
+def _shift_through(endpoint: str, *, metrics: bool = False) -> Any:
+    handle = configure(service_name="cafe-test", endpoint=endpoint, protocol="http/protobuf",
+                       metrics=metrics, environ={})
+    cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+                   tracer=handle.tracer())
+    handle.shutdown(2.0)
+    return handle
+
+
+def _points(handle: Any) -> dict[tuple[str, str | None], int]:
+    return {(p.name, p.error_type): p.value for p in handle.account.points()}
+
+
+def test_spans_a_receiver_rejects_in_a_200_are_counted_as_lost_not_delivered():
+    with receiver(_rejecting(spans=4)) as (endpoint, received):
+        handle = _shift_through(endpoint)
+    spans = sum(len(scope.spans) for path, body in received if path == "/v1/traces"
+                for resource in ExportTraceServiceRequest.FromString(body).resource_spans
+                for scope in resource.scope_spans)
+    assert spans == SHIFT_SPANS  # one batch: the receiver was sent every span, and rejected 4
+    snapshot = handle.account.snapshot()
+    assert (snapshot.exported, snapshot.dropped) == (SHIFT_SPANS - 4, 4)
+    assert _points(handle)[(EXPORTER_SPAN_EXPORTED, REJECTED)] == 4
+    summary = handle.account.summary()
+    assert "4 rejected by the receiver" in summary and "partial success" in summary
+    assert SERVER_TEXT not in summary and "CANARY" not in repr(handle.account.snapshot())
+
+
+def test_metric_points_a_receiver_rejects_are_counted_as_lost():
+    with receiver(_rejecting(points=2)) as (endpoint, _):
+        handle = _shift_through(endpoint, metrics=True)
+    snapshot = handle.account.snapshot()
+    assert snapshot.metric_points_dropped_by_type == {REJECTED: 2}
+    assert snapshot.metric_points_exported > 0
+    assert _points(handle)[(EXPORTER_METRIC_POINTS_EXPORTED, REJECTED)] == 2
+    assert snapshot.exported == SHIFT_SPANS  # the spans' answers rejected none
+
+
+def test_an_answer_that_is_not_an_otlp_response_delivers_and_is_noted():
+    with receiver(lambda path, body: (b"\xff<html>not protobuf", "application/x-protobuf")) as (endpoint, _):
+        handle = _shift_through(endpoint)
+    assert (handle.account.exported, handle.account.dropped) == (SHIFT_SPANS, 0)
+    assert "not an OTLP response" in (handle.account.last_note or "")
+
+
+def test_a_full_success_answer_counts_everything_delivered():
+    with receiver(_rejecting()) as (endpoint, _):
+        handle = _shift_through(endpoint)
+    assert (handle.account.exported, handle.account.dropped, handle.account.last_note) == (SHIFT_SPANS, 0, None)
+    assert handle.account.summary() == f"{SHIFT_SPANS} spans exported, 0 dropped"
+
+
+@pytest.mark.parametrize(("body", "content_type", "expected"), [
+    (b'{"partialSuccess": {"rejectedSpans": "3", "errorMessage": "x"}}', "application/json", 3),
+    (b'{"partialSuccess": {"rejectedSpans": 2}}', "application/json; charset=utf-8", 2),
+    (b'{}', "application/json", 0),
+    (b'{"partialSuccess": {}}', "application/json", 0),
+    (b'{"partialSuccess": {"rejectedSpans": "-1"}}', "application/json", None),
+    (b'{"partialSuccess": {"rejectedSpans": "\xc2\xb2"}}', "application/json", None),
+    (b'{"partialSuccess": {"rejectedSpans": true}}', "application/json", None),
+    (b'[1]', "application/json", None),
+    (b"{", "application/json", None),
+    (b"", "application/x-protobuf", 0),
+    (b"\x08" * (64 * 1024 + 1), "application/x-protobuf", None),
+])
+def test_what_an_answer_body_is_read_as(body: bytes, content_type: str, expected: int | None):
+    assert RejectionCounter("spans").rejected_in(body, content_type) == expected
+
+
+class _Succeeds(SpanExporter):
+    def export(self, spans: Any) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def test_a_receiver_cannot_reject_more_than_it_was_sent_nor_carry_rejections_to_the_next_batch(tracer_provider):
+    counter = RejectionCounter("spans")
+    counter.add(1_000)  # an answer that came too late for its batch
+    processor = BoundedBatchSpanProcessor(_Succeeds(), max_export_batch_size=3, schedule_delay=0.01,
+                                          rejected=lambda: counter.take() + 5)
+    provider = tracer_provider(processor)
+    for n in range(6):
+        provider.get_tracer("t").start_span(f"s{n}").end()
+    processor.shutdown(2.0)
+    snapshot = processor.account.snapshot()
+    # Each batch of 3 reports 5 rejected: 3 counted, none carried over, none delivered.
+    assert (snapshot.exported, snapshot.export_failed_by_type) == (0, {REJECTED: 6})
+
+
+@pytest.fixture
+def tracer_provider() -> Iterator[Callable[[Any], Any]]:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    made: list[TracerProvider] = []
+
+    def make(processor: Any) -> TracerProvider:
+        provider = TracerProvider()
+        provider.add_span_processor(processor)
+        made.append(provider)
+        return provider
+
+    yield make
+    for provider in made:
+        provider.shutdown()
