@@ -140,8 +140,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             if batch is not None:
                 if self._metrics is not None:
                     self._metrics.submitted(batch.count)
-                if self._rejected is not None:
-                    self._rejected()  # what an earlier export's late answer reported belongs to no batch now
+                self._rejected_count(0)  # what an earlier export's late answer reported belongs to no batch now
                 self._settle(batch, self._exports.call(self._exporter.export, spans))
             with self._cond:
                 self._in_flight = None
@@ -157,7 +156,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         if not batch.settle(self._settle_lock):
             return  # shutdown already counted it as lost
         if export_succeeded(outcome):
-            rejected = min(self._rejected(), batch.count) if self._rejected is not None else 0
+            rejected = self._rejected_count(batch.count)
             self.account.add_exported(batch.count - rejected)
             if rejected:
                 self.account.add_export_failed(
@@ -168,6 +167,18 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         else:
             self.account.add_export_failed(batch.count, f"export to {self._target}: {self._why(outcome)}",
                                            outcome.error_type or "")
+
+    def _rejected_count(self, sent: int) -> int:
+        """How many of `sent` spans the receiver rejected; never more than were sent, and a
+        `rejected` callable that fails costs its count, not the worker thread."""
+        if self._rejected is None:
+            return 0
+        try:
+            return max(0, min(int(self._rejected()), sent))
+        except Exception as error:  # whatever it raised, the account must go on
+            self.account.note_error(f"export to {self._target}: the rejected-spans count failed "
+                                    f"({type(error).__name__}); the batch is counted as delivered")
+            return 0
 
     def _why(self, outcome: Outcome) -> str:
         if outcome.error_type == TIMEOUT:

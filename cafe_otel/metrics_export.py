@@ -108,12 +108,11 @@ class FailSoftMetricExporter(MetricExporter):
         # spans' exporter does); under a deadline, the deadline is the bound for both.
         inner_bound, wait = ((wanted, wanted + GRACE_SECONDS) if self._deadline is None
                              else (self._bound(wanted), self._bound(wanted)))
-        if self._rejected is not None:
-            self._rejected()  # what an earlier export's late answer reported belongs to no export now
+        self._rejected_count(0)  # what an earlier export's late answer reported belongs to no export now
         outcome = self._exports.call(
             lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000), timeout=wait)
         if outcome.ok and outcome.value is MetricExportResult.SUCCESS:
-            rejected = min(self._rejected(), points) if self._rejected is not None else 0
+            rejected = self._rejected_count(points)
             self.account.add_metric_points_exported(points - rejected)
             if rejected:
                 self.account.add_metric_points_dropped(
@@ -124,6 +123,17 @@ class FailSoftMetricExporter(MetricExporter):
         self.account.add_metric_points_dropped(
             points, f"metrics export to {self._target}: {outcome.why or 'the exporter returned FAILURE'}", cause)
         return MetricExportResult.FAILURE
+
+    def _rejected_count(self, sent: int) -> int:
+        # Never more than were sent; a `rejected` callable that fails costs its count only.
+        if self._rejected is None:
+            return 0
+        try:
+            return max(0, min(int(self._rejected()), sent))
+        except Exception as error:  # whatever it raised, the account must go on
+            self.account.note_error(f"metrics export to {self._target}: the rejected-points count failed "
+                                    f"({type(error).__name__}); the points are counted as delivered")
+            return 0
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         outcome = self._control.call(lambda: self.inner.force_flush(timeout_millis),

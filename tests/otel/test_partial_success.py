@@ -165,6 +165,20 @@ def test_a_receiver_cannot_reject_more_than_it_was_sent_nor_carry_rejections_to_
     assert (snapshot.exported, snapshot.export_failed_by_type) == (0, {REJECTED: 6})
 
 
+def test_a_rejected_count_that_fails_costs_its_count_not_the_worker(tracer_provider):
+    def broken() -> int:
+        raise RuntimeError(SERVER_TEXT)
+    processor = BoundedBatchSpanProcessor(_Succeeds(), max_export_batch_size=2, schedule_delay=0.01,
+                                          rejected=broken)
+    provider = tracer_provider(processor)
+    for n in range(5):
+        provider.get_tracer("t").start_span(f"s{n}").end()
+    processor.shutdown(2.0)
+    assert (processor.account.exported, processor.account.dropped) == (5, 0)
+    assert "RuntimeError" in (processor.account.last_note or "")
+    assert SERVER_TEXT not in (processor.account.last_note or "")
+
+
 @pytest.fixture
 def tracer_provider() -> Iterator[Callable[[Any], Any]]:
     from opentelemetry.sdk.trace import TracerProvider
