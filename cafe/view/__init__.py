@@ -84,11 +84,19 @@ def write_private_page(path: Path | str, text: str) -> Path:
     return path
 
 
+def _page_argument(text: str) -> str:
+    # Path("") is ".", a directory that exists: the page was refused as "it exists".
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file path for the page")
+    return text
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
     parser.add_argument("path", help="the recording to show (any version cafe reads)")
-    parser.add_argument("-o", "--out", required=True, metavar="HTML", help="the page to create (never overwritten)")
+    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=_page_argument,
+                        help="the page to create (never overwritten)")
     parser.add_argument("--allow-truncated", action="store_true",
                         help="show the complete calls of a recording whose last line was cut short")
     parser.set_defaults(run=run)
