@@ -7,6 +7,7 @@ the recorder and `cafe export` use: a file another harness wrote may hold a key.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
-from cafe.view.scrubbing import scrubbed
+from cafe.view.scrubbing import scrubbed, shown_json
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
@@ -50,8 +51,16 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
                           scrubber: Scrubber | None = None) -> Path:
     """The page of a failed replay: recorded and incoming request side by side, the recorded
     side scrubbed as the incoming one was (`scrubber`, default `Scrubber.from_environment()`)."""
-    shown = scrubbed(recording, scrubber or Scrubber.from_environment())
-    return write_private_page(path, mismatch_page(shown, failed_replay(error)))
+    scrubber = scrubber or Scrubber.from_environment()
+    failed = failed_replay(error)
+    # The incoming request was scrubbed as a recording is (its keys kept), and the message
+    # describes protocol values of the recorded side, which a file cafe did not write may hold
+    # unscrubbed: the page shows them as it shows the recording.
+    failed = dataclasses.replace(
+        failed, message=scrubber.scrub(failed.message),
+        json_path=None if failed.json_path is None else scrubber.scrub(failed.json_path),
+        incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
+    return write_private_page(path, mismatch_page(scrubbed(recording, scrubber), failed))
 
 
 def write_private_page(path: Path | str, text: str) -> Path:
@@ -106,7 +115,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: 
     scrubber = Scrubber.from_environment(environ)  # before reading: a bad CAFE_SCRUB_PATTERNS stops it
     recording = scrubbed(load_recording(args.path, allow_truncated=args.allow_truncated), scrubber)
     shift = timeline(recording)
-    written = write_private_page(args.out, shift_page(shift, source=str(args.path)))
+    written = write_private_page(args.out, shift_page(shift, source=scrubber.scrub(str(args.path))))
     out.write(f"wrote {written} (private, mode 0600): {len(shift.calls)} call(s), "
               f"stop reason {shift.stop_reason or 'not recorded'}\n")
     return 0
