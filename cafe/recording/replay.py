@@ -125,8 +125,12 @@ class ReplayClient:
                 normalise(_request_of(recorded), self._ignore), normalise(incoming, self._ignore)
             )
             if difference is not None:
+                # The line quotes protocol values (roles, ids) and names keys: the recorded side
+                # is scrubbed only if cafe wrote it, so what is quoted is scrubbed here.
+                shown = self._scrubber.scrub
                 mismatch = ReplayMismatch(
-                    self.path, recorded.index, difference.path, difference.recorded, difference.incoming
+                    self.path, recorded.index, shown(difference.path), shown(difference.recorded),
+                    shown(difference.incoming),
                 )
                 mismatch.incoming_request, mismatch.served = incoming, self.calls
                 raise mismatch
@@ -145,7 +149,7 @@ class ReplayClient:
             first = self.recording.calls[self.calls]
             unused = UnusedCalls(
                 self.path, self.unused, first.index,
-                f"line {first.line}: {summarise_request(first.request)}",
+                f"line {first.line}: {self._scrubber.scrub(summarise_request(first.request))}",
             )
             unused.served = self.calls
             raise unused
