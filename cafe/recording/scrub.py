@@ -77,6 +77,27 @@ _JSON_SAFE = re.compile(r'[ !#-\[\]-~]+')
 _LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
 
 
+# `\u0073k-...`: a character a JSON text need not escape, escaped anyway (at any depth: JSON in
+# a string in a string doubles the backslash). A model's tool-call arguments are JSON text kept
+# as a string, so such an escape spells a secret no pattern sees; the text is also read with
+# these escapes undone, and when that reading holds a secret, it is the one kept, scrubbed (it is
+# the same JSON). `"` and `\` stay escaped: undone, they would end the string they are in.
+_NEEDLESS_ESCAPE = re.compile(r"\\+u00([2-7][0-9a-fA-F])")
+
+
+def _unescape_needless(match: re.Match[str]) -> str:
+    character = chr(int(match.group(1), 16))
+    return match.group(0) if character in '"\\\x7f' else character  # kept: they would end a string
+
+
+def _escapes_undone(text: str) -> str | None:
+    """`text` with needless `\\u00XX` escapes undone, or None if it holds none."""
+    if "\\u00" not in text:
+        return None
+    undone = _NEEDLESS_ESCAPE.sub(_unescape_needless, text)
+    return undone if undone != text else None
+
+
 @dataclass(frozen=True)
 class Finding:
     line: int
@@ -231,7 +252,16 @@ class Scrubber:
         return clone
 
     def scrub(self, text: str) -> str:
-        """One piece of text (a string value) with every secret in it replaced."""
+        """One piece of text (a string value) with every secret in it replaced, also one
+        spelled with needless `\\u00XX` escapes (then the text is kept with them undone)."""
+        undone = _escapes_undone(text)
+        if undone is not None:
+            scrubbed = self._scrub(undone)
+            if scrubbed != undone:
+                return scrubbed
+        return self._scrub(text)
+
+    def _scrub(self, text: str) -> str:
         if self._literal_regex is not None and self._may_hold_literal(text):
             text = self._literal_regex.sub(REDACTED, text)
         if self._may_match_pattern(text):
@@ -268,6 +298,10 @@ class Scrubber:
             found += [Finding(line, "known secret", m.start() + 1)
                       for m in self._literal_regex.finditer(text) if m.group(0) != REDACTED]
         found += [Finding(line, name, m.start() + 1) for name, m in self._patterns.finditer(text)]
+        undone = _escapes_undone(text)
+        if not found and undone is not None and self._scrub(undone) != undone:
+            # Columns of the text with its escapes undone: the kinds, found again there.
+            return self.findings(undone, line)
         return found
 
 
