@@ -21,6 +21,7 @@ from typing import IO, Any
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.jsondata import json_document
+from cafe.recording import format as _format
 from cafe.recording.errors import (
     MalformedLine,
     RecordingDisabled,
@@ -205,6 +206,12 @@ class RecordingWriter:
         text = self._serialise(obj)
         if self._scrubber.may_need_scrubbing(text):
             text = self._serialise(self._scrub_line(obj))
+        limit = _format.MAX_LINE_BYTES
+        # A character is at most 4 bytes: only a text that long can be over the limit.
+        if len(text) * 4 > limit and len(text.encode("utf-8")) > limit:
+            # The reader refuses such a line: written, it would make a recording no replay reads.
+            raise RecordingError(f"{self.path}: line {self.lines + 1} cannot be recorded: it would be longer "
+                                 f"than a recording's line may be (at most {limit} bytes)")
         try:
             self._file.write(text + "\n")
             self._file.flush()
