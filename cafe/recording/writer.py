@@ -55,7 +55,6 @@ def not_regular(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-_FIRST_LINE_LIMIT = 1024 * 1024
 # No whitespace between tokens: with sorted keys, nearly every line is then exactly what
 # orjson writes for what it reads from it, which lets the reader prove a line strict by one
 # comparison (see reader._decode_fast_held).
@@ -63,10 +62,12 @@ _COMPACT = (",", ":")
 
 
 def holds_recording(path: Path) -> bool:
-    """Whether the file's first line is a cafe recording header or a plain call line."""
+    """Whether the file's first line is a cafe recording header or a plain call line. The line
+    is read as far as the reader reads one: a header holds the whole script, and one cut
+    shorter would not be JSON, its recording taken for a file any output may replace."""
     try:
         with open(path, "rb") as source:
-            first = source.readline(_FIRST_LINE_LIMIT)
+            first = source.readline(_format.MAX_LINE_BYTES + 1)
     except OSError:
         return False
     try:
