@@ -139,6 +139,25 @@ def _alternative(match: re.Match[str]) -> int:
     return int(match.lastgroup[1:])
 
 
+# A group referred to by number (`\1`, `(?(1)...)`) is another group once the pattern is one
+# alternative among others: the reference would silently match something else, or nothing.
+_NUMBERED_REFERENCE = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]|\(\?\([0-9]")
+_ALTERNATIVE_NAME = re.compile(r"p[0-9]+")  # the alternation's own group names
+
+
+def _check_groups(name: str, pattern: str, compiled: re.Pattern[str], taken: set[str]) -> None:
+    """Refuse what would break the alternation: a group referred to by number, or a group name
+    it already holds (its own or another pattern's), which made compiling it raise."""
+    if _NUMBERED_REFERENCE.search(pattern):
+        raise RecordingError(f"scrub pattern ({name}) refers to a group by its number, which changes once it "
+                             "is combined with the other patterns: name the group, (?P<name>...) and (?P=name)")
+    for group in compiled.groupindex:
+        if group in taken or _ALTERNATIVE_NAME.fullmatch(group):
+            raise RecordingError(f"scrub pattern ({name}) names a group {group!r} that another pattern or cafe "
+                                 "itself uses: choose another group name")
+        taken.add(group)
+
+
 class _Alternation:
     """Named patterns as one regular expression: one pass over a text finds the leftmost
     match of any of them. A pattern with a group of its own replaces only that group."""
@@ -148,8 +167,11 @@ class _Alternation:
         self._value_group: list[int | None] = []
         parts = []
         index = 0
+        taken: set[str] = set()
         for position, (name, pattern) in enumerate(named):
-            groups = _compile(name, pattern).groups
+            compiled = _compile(name, pattern)
+            _check_groups(name, pattern, compiled, taken)
+            groups = compiled.groups
             index += 1  # the alternative's own group
             self.names.append(name)
             self._value_group.append(index + 1 if groups else None)
