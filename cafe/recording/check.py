@@ -16,7 +16,8 @@ synthetic. This is a small, documented heuristic list, not a guarantee:
   ISO 7064 mod-97 check.
 
 Each finding names the file, the line, the kind and the JSON path of the string it was
-found in, never the value. Customer-data kinds are looked for in JSON string values only
+found in (a key that is not a plain protocol word, or that holds a secret, by its size only),
+never the value. Customer-data kinds are looked for in JSON string values only
 (numbers such as timestamps are not text a customer typed); secrets in the whole line.
 """
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from cafe.jsondata import key_step
 from cafe.recording import format as _format
 from cafe.recording.errors import RecordingNotClean
 from cafe.recording.reader import open_for_reading
@@ -109,15 +111,23 @@ def customer_data_kinds(text: str) -> list[str]:
     return kinds
 
 
-def _strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
+def _step(key: str, scrubber: Scrubber) -> str:
+    """A key as a finding's path names it: a protocol key as it is; any other (customer text,
+    a control character) or one holding a secret only by its size."""
+    if scrubber.scrub(key) != key:
+        return f".<a key of {len(key)} characters>"
+    return key_step(key)
+
+
+def _strings(value: Any, scrubber: Scrubber, path: str = "$") -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
+            yield from _strings(item, scrubber, path + _step(key, scrubber))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+            yield from _strings(item, scrubber, f"{path}[{index}]")
 
 
 def check_file(path: Path | str, scrubber: Scrubber | None = None) -> list[CheckFinding]:
@@ -151,7 +161,7 @@ def check_file(path: Path | str, scrubber: Scrubber | None = None) -> list[Check
                 for kind in customer_data_kinds(text):
                     add(number, kind, None)
                 continue
-            for where, string in _strings(value):
+            for where, string in _strings(value, scrubber):
                 for kind in customer_data_kinds(string):
                     add(number, kind, where)
     return findings
