@@ -142,7 +142,11 @@ def _alternative(match: re.Match[str]) -> int:
 # A group referred to by number (`\1`, `(?(1)...)`) is another group once the pattern is one
 # alternative among others: the reference would silently match something else, or nothing.
 _NUMBERED_REFERENCE = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]|\(\?\([0-9]")
-_ALTERNATIVE_NAME = re.compile(r"p[0-9]+")  # the alternation's own group names
+_ALTERNATIVE_NAME = re.compile(r"p(?:[0-9]+|k)")  # the alternation's own group names
+# A [REDACTED] already there is matched first, and kept, so scrubbing a scrubbed text changes
+# nothing: a configured pattern that matches in it (`[A-Z]{8}`, `\w{8}`) made [[REDACTED]] of
+# it, again at each scrub, and a replayed reply that held one no longer matched its recording.
+_KEPT = f"(?P<pk>{re.escape(REDACTED)})"
 
 
 def _check_groups(name: str, pattern: str, compiled: re.Pattern[str], taken: set[str]) -> None:
@@ -166,7 +170,7 @@ class _Alternation:
         self.names: list[str] = []
         self._value_group: list[int | None] = []
         parts = []
-        index = 0
+        index = 1  # the kept [REDACTED]'s group
         taken: set[str] = set()
         for position, (name, pattern) in enumerate(named):
             compiled = _compile(name, pattern)
@@ -177,7 +181,7 @@ class _Alternation:
             self._value_group.append(index + 1 if groups else None)
             parts.append(f"(?P<p{position}>{_scoped(name, pattern)})")
             index += groups
-        self._regex = re.compile("|".join(parts)) if parts else None
+        self._regex = re.compile("|".join([_KEPT, *parts])) if parts else None
 
     def sub(self, text: str) -> str:
         return text if self._regex is None else self._regex.sub(self._replace, text)
@@ -186,10 +190,12 @@ class _Alternation:
         if self._regex is None:
             return
         for match in self._regex.finditer(text):
-            if self._replace(match) != match.group(0):
+            if match.lastgroup != "pk" and self._replace(match) != match.group(0):
                 yield self.names[_alternative(match)], match
 
     def _replace(self, match: re.Match[str]) -> str:
+        if match.lastgroup == "pk":
+            return match.group(0)
         group = self._value_group[_alternative(match)]
         if group is None:
             return REDACTED
