@@ -33,6 +33,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
+from cafe.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
@@ -382,18 +383,22 @@ def main(
         def warn(line: str) -> None:
             err.write(line + "\n")
 
-        plugins = load_plugins(warn)
-        args = _build_parser(plugins).parse_args(argv)
-        if args.command == "shift":
-            return _cmd_shift(args, plugins, environ, out, err)
-        if args.command == "replay":
-            return _cmd_replay(args, plugins, environ, out, err)
-        code: int = args.run(args, environ, out, err)
-        return code
+        with terminated_as_interrupt():
+            plugins = load_plugins(warn)
+            args = _build_parser(plugins).parse_args(argv)
+            if args.command == "shift":
+                return _cmd_shift(args, plugins, environ, out, err)
+            if args.command == "replay":
+                return _cmd_replay(args, plugins, environ, out, err)
+            code: int = args.run(args, environ, out, err)
+            return code
     except CafeError as error:
         err.write(f"cafe: error: {_one_line(error)}\n")
         return error.exit_code
     except KeyboardInterrupt as error:
+        if isinstance(error, Terminated):
+            err.write(f"cafe: {_one_line(error, 'terminated (SIGTERM)')}\n")
+            return EXIT_TERMINATED
         err.write(f"cafe: {_one_line(error, 'interrupted')}\n")
         return 130
     except Exception as error:
