@@ -17,6 +17,7 @@ keywords are not known makes every line walk.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -331,6 +332,14 @@ class Scrubber:
             # Columns of the text with its escapes undone: the kinds, found again there.
             return self.findings(undone, line)
         return found
+
+
+@functools.cache
+def structure_scrubber() -> Scrubber:
+    """The default patterns alone, for what is structure where it is shown (keys, JSON paths,
+    one-line summaries): they match no ordinary word, where a configured pattern broad enough
+    to match one (`\\w{8}`, `[0-9a-f]{8}`) would rename `messages` or a digest."""
+    return Scrubber()
 
 
 _SECRET_KEYS: dict[str, bool] = {}

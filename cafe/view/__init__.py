@@ -16,7 +16,7 @@ from typing import TextIO
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
 from cafe.view.scrubbing import scrubbed, shown_json
@@ -53,12 +53,13 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
     side scrubbed as the incoming one was (`scrubber`, default `Scrubber.from_environment()`)."""
     scrubber = scrubber or Scrubber.from_environment()
     failed = failed_replay(error)
-    # The incoming request was scrubbed as a recording is (its keys kept), and the message
-    # describes protocol values of the recorded side, which a file cafe did not write may hold
-    # unscrubbed: the page shows them as it shows the recording.
+    # The incoming request was scrubbed as a recording is (its keys kept), and the line and the
+    # path name keys of a file cafe may not have written: the page shows them as it shows the
+    # recording's keys (and the replay scrubbed the values the line quotes).
+    keys = structure_scrubber()
     failed = dataclasses.replace(
-        failed, message=scrubber.scrub(failed.message),
-        json_path=None if failed.json_path is None else scrubber.scrub(failed.json_path),
+        failed, message=keys.scrub(failed.message),
+        json_path=None if failed.json_path is None else keys.scrub(failed.json_path),
         incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
     return write_private_page(path, mismatch_page(scrubbed(recording, scrubber), failed))
 

@@ -6,9 +6,9 @@ cafe's own recordings were scrubbed when they were written, so for them this cha
 a pattern was added, may hold a key: the page must not show it. A call whose serialised
 request or response holds nothing any pattern could match is passed on as it is, unread.
 
-Unlike a recording's, a page's object keys are scrubbed too: a recording keeps its keys as
-they are (they are its structure), but a page only shows them, and a key another harness
-wrote can be anything, a key included.
+Unlike a recording's, a page's object keys are scrubbed too, of the secrets the default
+patterns find: a recording keeps its keys as they are (they are its structure), but a page only
+shows them, and a key another harness wrote can be anything, a key included.
 """
 
 from __future__ import annotations
@@ -18,20 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from cafe.recording.format import Ending, Header, RecordedCall, Recording, encoded
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
 
 
 def shown_json(value: Any, scrubber: Scrubber) -> Any:
-    """A JSON value as a page shows it: its string values and its object keys scrubbed."""
-    return _keys_scrubbed(scrubber.scrub_json(value), scrubber)
+    """A JSON value as a page shows it: its string values scrubbed, and its object keys of
+    any secret the default patterns find (`structure_scrubber`: a configured pattern broad
+    enough to match `messages` would rename the keys the page is laid out by)."""
+    return _keys_scrubbed(scrubber.scrub_json(value), structure_scrubber())
 
 
-def _keys_scrubbed(value: Any, scrubber: Scrubber) -> Any:
+def _keys_scrubbed(value: Any, keys: Scrubber) -> Any:
     if isinstance(value, dict):
-        return {scrubber.scrub(key) if isinstance(key, str) else key: _keys_scrubbed(item, scrubber)
+        return {keys.scrub(key) if isinstance(key, str) else key: _keys_scrubbed(item, keys)
                 for key, item in value.items()}
     if isinstance(value, list):
-        return [_keys_scrubbed(item, scrubber) for item in value]
+        return [_keys_scrubbed(item, keys) for item in value]
     return value
 
 

@@ -50,3 +50,13 @@ def test_an_ordinary_mismatch_line_is_unchanged(tmp_path: Path) -> None:
     with pytest.raises(ReplayMismatch) as caught:
         replay.chat([{"role": "user", "content": "Hello."}])
     assert str(caught.value).endswith("at $.messages[0].role: recorded 'system', incoming 'user'")
+
+
+def test_a_broad_configured_pattern_leaves_the_path_and_the_digests_readable(tmp_path: Path) -> None:
+    # `\w{8}` matches `messages`, `[0-9a-f]{8}` a digest: only quoted values are scrubbed with it.
+    replay = _plain(tmp_path / "theirs.jsonl", {"messages": [{"role": "user", "content": "Hello there."}]})
+    replay._scrubber = Scrubber(extra_patterns=[r"\w{8}", r"[0-9a-f]{8}"])
+    with pytest.raises(ReplayMismatch) as caught:
+        replay.chat([{"role": "user", "content": "Hello."}])
+    line = str(caught.value)
+    assert "at $.messages[0].content: recorded text(12 chars, sha256 " in line and REDACTED not in line

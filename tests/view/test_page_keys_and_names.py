@@ -6,6 +6,7 @@ the mismatch report as they were."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 from pathlib import Path
@@ -77,3 +78,20 @@ def test_the_incoming_side_of_the_report_has_its_keys_scrubbed(tmp_path: Path) -
     text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure,
                                  Scrubber.from_environment({})).read_text()
     assert KEY not in text and "lookup" in text
+
+
+def test_a_broad_configured_pattern_leaves_the_reports_keys_and_highlight(tmp_path: Path) -> None:
+    recording = tmp_path / "theirs.jsonl"
+    recording.write_text(_plain_line({"messages": [{"role": "user", "content": "Hello there."}]},
+                                     {"role": "assistant", "content": "Hi."}))
+    broad = Scrubber.from_environment({"CAFE_SCRUB_PATTERNS": r"\w{8}"})
+    replay = ReplayClient(load_recording(recording), scrubber=broad)
+    try:
+        replay.chat([{"role": "user", "content": "Hello."}])
+    except ReplayMismatch as error:
+        failure = error
+    else:
+        raise AssertionError("the request differs from the recorded one")
+    text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure, broad).read_text()
+    assert '"messages"' in html.unescape(text)
+    assert text.count('<span class="diff" data-path="$.messages[0].content">') == 2  # both sides highlighted
