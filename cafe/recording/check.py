@@ -35,7 +35,7 @@ from cafe.jsondata import key_step
 from cafe.recording import format as _format
 from cafe.recording.errors import RecordingNotClean
 from cafe.recording.reader import open_for_reading
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})\b")
 _RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
@@ -111,23 +111,24 @@ def customer_data_kinds(text: str) -> list[str]:
     return kinds
 
 
-def _step(key: str, scrubber: Scrubber) -> str:
+def _step(key: str) -> str:
     """A key as a finding's path names it: a protocol key as it is; any other (customer text,
-    a control character) or one holding a secret only by its size."""
-    if scrubber.scrub(key) != key:
+    a control character) or one holding a secret the default patterns find (a configured one
+    may be broad enough to match `messages`) only by its size."""
+    if structure_scrubber().scrub(key) != key:
         return f".<a key of {len(key)} characters>"
     return key_step(key)
 
 
-def _strings(value: Any, scrubber: Scrubber, path: str = "$") -> Iterator[tuple[str, str]]:
+def _strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _strings(item, scrubber, path + _step(key, scrubber))
+            yield from _strings(item, path + _step(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _strings(item, scrubber, f"{path}[{index}]")
+            yield from _strings(item, f"{path}[{index}]")
 
 
 def check_file(path: Path | str, scrubber: Scrubber | None = None) -> list[CheckFinding]:
@@ -161,7 +162,7 @@ def check_file(path: Path | str, scrubber: Scrubber | None = None) -> list[Check
                 for kind in customer_data_kinds(text):
                     add(number, kind, None)
                 continue
-            for where, string in _strings(value, scrubber):
+            for where, string in _strings(value):
                 for kind in customer_data_kinds(string):
                     add(number, kind, where)
     return findings

@@ -25,3 +25,12 @@ def test_a_finding_under_a_key_of_customer_text_or_a_secret_does_not_print_the_k
     assert f"phone number (in $.request.meta.<a key of {len(KEY)} characters>)" in out
     assert f"e-mail address (in $.request.meta.<a key of {len(CUSTOMER)} characters>)" in out
     assert "e-mail address (in $.request.meta.plain_key)" in out
+
+
+def test_a_broad_pattern_does_not_hide_the_protocol_keys_of_a_path(tmp_path: Path) -> None:
+    line = {"request": {"messages": [{"role": "user", "content": "write to al@gmail.com"}]},
+            "response": {"choices": [{"message": {"role": "assistant", "content": "Hello."}}]}}
+    path = tmp_path / "theirs.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    code, out, _ = run_cli("check-recording", str(path), "--pattern", r"\w{8}")
+    assert code == 39 and "e-mail address (in $.request.messages[0].content)" in out
