@@ -33,6 +33,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
+from cafe.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
@@ -123,6 +124,12 @@ def _recording_path(text: str) -> str:
     return text
 
 
+def _script_path(text: str) -> str:
+    if not text.strip():  # an empty one was taken for no --script: the default order ran instead
+        raise argparse.ArgumentTypeError("needs a file of customer lines (an empty path names none)")
+    return text
+
+
 def _page_path(text: str) -> str:
     if not text.strip():  # an empty one was taken for no --report at all: no page, and no word of it
         raise argparse.ArgumentTypeError("needs a file path for the page")
@@ -152,7 +159,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
                     parser.add_subparsers(dest="command", required=True))
 
     shift = commands.add_parser("shift", help="run a shift (offline unless COURSE_MODE=live)")
-    shift.add_argument("--script", help="customer lines, one per line (default: a two-line order)")
+    shift.add_argument("--script", type=_script_path, help="customer lines, one per line (default: a two-line order)")
     shift.add_argument("--record", metavar="PATH", type=_recording_path,
                        help="record every model call to PATH (JSONL)")
     shift.add_argument("--record-mode", choices=["once", "all"], default="once",
@@ -165,7 +172,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
 
     replay = commands.add_parser("replay", help="replay a recording with zero model calls")
     replay.add_argument("path", help="the recording to replay")
-    replay.add_argument("--script", help="customer lines (default: those the recording holds)")
+    replay.add_argument("--script", type=_script_path, help="customer lines (default: those the recording holds)")
     replay.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
                         help="a request field to ignore when matching, e.g. messages.*.tool_call_id")
     replay.add_argument("--allow-truncated", action="store_true",
@@ -255,7 +262,7 @@ def _open_telemetry(
 
 def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
                out: TextIO, err: TextIO) -> int:
-    script = _read_script(args.script) if args.script else list(DEFAULT_SCRIPT)
+    script = _read_script(args.script) if args.script is not None else list(DEFAULT_SCRIPT)
     decisions = [_parse_decision(d) for d in args.decision] if args.decision else list(DEFAULT_DECISIONS)
     seed, rng, conversation_id = _seeded(args.seed)
     # One clock for the spans and the recording: call starts are generation starts.
@@ -325,7 +332,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
     try:
         run, _ = replay_shift(
             recording,
-            _read_script(args.script) if args.script else None,
+            _read_script(args.script) if args.script is not None else None,
             responder=responder,
             tracer=tracer,
             ignore=args.ignore,
@@ -376,18 +383,22 @@ def main(
         def warn(line: str) -> None:
             err.write(line + "\n")
 
-        plugins = load_plugins(warn)
-        args = _build_parser(plugins).parse_args(argv)
-        if args.command == "shift":
-            return _cmd_shift(args, plugins, environ, out, err)
-        if args.command == "replay":
-            return _cmd_replay(args, plugins, environ, out, err)
-        code: int = args.run(args, environ, out, err)
-        return code
+        with terminated_as_interrupt():
+            plugins = load_plugins(warn)
+            args = _build_parser(plugins).parse_args(argv)
+            if args.command == "shift":
+                return _cmd_shift(args, plugins, environ, out, err)
+            if args.command == "replay":
+                return _cmd_replay(args, plugins, environ, out, err)
+            code: int = args.run(args, environ, out, err)
+            return code
     except CafeError as error:
         err.write(f"cafe: error: {_one_line(error)}\n")
         return error.exit_code
     except KeyboardInterrupt as error:
+        if isinstance(error, Terminated):
+            err.write(f"cafe: {_one_line(error, 'terminated (SIGTERM)')}\n")
+            return EXIT_TERMINATED
         err.write(f"cafe: {_one_line(error, 'interrupted')}\n")
         return 130
     except Exception as error:

@@ -129,7 +129,7 @@ _MAX_WALK_DEPTH = 500
 _PLAIN_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
-def _key_step(key: object) -> str:
+def key_step(key: object) -> str:
     # A path names protocol keys as they are; any other key (customer text, a control
     # character) only by its size, so the path can go into an error line.
     text = str(key)
@@ -154,7 +154,7 @@ def _first_non_json(value: Any, where: str) -> tuple[str, str] | None:
                 for key in item:
                     if not isinstance(key, _SCALARS):
                         return path, f"a key of type {type(key).__name__}"
-                children = [(child, path + _key_step(key)) for key, child in item.items()]
+                children = [(child, path + key_step(key)) for key, child in item.items()]
             else:
                 children = [(child, f"{path}[{index}]") for index, child in enumerate(item)]
             stack.extend((child, step, depth + 1, inner) for child, step in reversed(children))

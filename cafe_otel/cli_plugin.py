@@ -167,7 +167,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         if handle.provider is None or handle.settings is None:
             out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
             return 0
-        count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
+        count = export_recording(recording, handle.provider, capture_content=handle.settings.capture,
+                                 environ=environ)
         handle.shutdown()
         spans = sink.get_finished_spans()
         if len(spans) != count:
@@ -186,7 +187,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0
     with _capture(handle, environ) as logs:
-        count = export_recording(recording, handle.provider, capture_content=handle.settings.capture)
+        count = export_recording(recording, handle.provider, capture_content=handle.settings.capture,
+                                 environ=environ)
         handle.shutdown(args.timeout)
     account = handle.account
     report = report_line(handle, logs)

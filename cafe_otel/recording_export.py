@@ -24,6 +24,7 @@ from cafe.loop import AGENT_NAME
 from cafe.outcomes import StopReason
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
+from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import replay_shift
 from cafe.recording.windows import call_windows
 from cafe.trace.clock import TickClock
@@ -40,6 +41,7 @@ from cafe.trace.events import (
 )
 from cafe.trace.log import EventLog
 from cafe.trace.tracer import Tracer
+from cafe.view.scrubbing import scrubbed
 from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.span_listener import SpanListener
 
@@ -141,6 +143,10 @@ def export_recording(
     """Emit the recording's spans on `provider`; returns how many spans were made."""
     if not isinstance(recording, Recording):
         recording = load_recording(recording)
+    # Scrubbed as pages show it: a file another harness wrote may hold a key in a value a span
+    # carries as metadata (a model, a response or tool call id), which fits its shape. cafe's
+    # own recordings were scrubbed when written, and export as they did.
+    recording = scrubbed(recording, Scrubber.from_environment(environ))
     capture = capture_mode(capture_content, environ)
     events = shift_events(recording, keep_inputs=capture.enabled)
     times = on_timeline(events, recording)

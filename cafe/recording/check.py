@@ -16,7 +16,8 @@ synthetic. This is a small, documented heuristic list, not a guarantee:
   ISO 7064 mod-97 check.
 
 Each finding names the file, the line, the kind and the JSON path of the string it was
-found in, never the value. Customer-data kinds are looked for in JSON string values only
+found in (a key that is not a plain protocol word, or that holds a secret, by its size only),
+never the value. Customer-data kinds are looked for in JSON string values only
 (numbers such as timestamps are not text a customer typed); secrets in the whole line.
 """
 
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from cafe.jsondata import key_step
 from cafe.recording import format as _format
 from cafe.recording.errors import RecordingNotClean
 from cafe.recording.reader import open_for_reading
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})\b")
 _RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
@@ -109,12 +111,21 @@ def customer_data_kinds(text: str) -> list[str]:
     return kinds
 
 
+def _step(key: str) -> str:
+    """A key as a finding's path names it: a protocol key as it is; any other (customer text,
+    a control character) or one holding a secret the default patterns find (a configured one
+    may be broad enough to match `messages`) only by its size."""
+    if structure_scrubber().scrub(key) != key:
+        return f".<a key of {len(key)} characters>"
+    return key_step(key)
+
+
 def _strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
+            yield from _strings(item, path + _step(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _strings(item, f"{path}[{index}]")

@@ -362,7 +362,9 @@ class _LineReader:
                 raise self.fail(number, "an integer call number", _found(obj, "call"), field="call")
             if obj["call"] != index:
                 expected = f"call {index} (calls are numbered in order from 1)"
-                raise self.fail(number, expected, f"call {obj['call']}", field="call")
+                found = obj["call"]  # an integer of up to thousands of digits: its size only
+                raise self.fail(number, expected, f"call {found}" if abs(found) < 10**6 else _size(found),
+                                field="call")
         request, response = obj.get("request"), obj.get("response")
         if not isinstance(request, dict):
             raise self.fail(number, "an object", _found(obj, "request"), field="request")

@@ -22,7 +22,7 @@ from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMism
 from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
 
 # Plain JSON as cafe.jsondata writes it (subclasses, dataclasses and datetimes refused), with
 # keys sorted as cafe's writer sorts them (`json.dumps(sort_keys=True)`). The bytes a recording
@@ -98,6 +98,10 @@ class ReplayClient:
             pass
         return same_json(request, decode_held(data))
 
+    def _quoted(self, described: str) -> str:
+        """A side of a difference as the line shows it: a value it quotes, scrubbed."""
+        return self._scrubber.scrub(described) if described.startswith("'") else described
+
     def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
         # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
         # A request JSON cannot write (a UUID, a set, bytes) is `NotJSON`: no recording holds one.
@@ -125,8 +129,12 @@ class ReplayClient:
                 normalise(_request_of(recorded), self._ignore), normalise(incoming, self._ignore)
             )
             if difference is not None:
+                # The line quotes protocol values (roles, ids) and names keys: the recorded side
+                # is scrubbed only if cafe wrote it, so what is quoted is scrubbed here (a text's
+                # length and digest, and the path's keys but for a key-shaped secret, as they are).
                 mismatch = ReplayMismatch(
-                    self.path, recorded.index, difference.path, difference.recorded, difference.incoming
+                    self.path, recorded.index, structure_scrubber().scrub(difference.path),
+                    self._quoted(difference.recorded), self._quoted(difference.incoming),
                 )
                 mismatch.incoming_request, mismatch.served = incoming, self.calls
                 raise mismatch
@@ -145,7 +153,7 @@ class ReplayClient:
             first = self.recording.calls[self.calls]
             unused = UnusedCalls(
                 self.path, self.unused, first.index,
-                f"line {first.line}: {summarise_request(first.request)}",
+                f"line {first.line}: {structure_scrubber().scrub(summarise_request(first.request))}",
             )
             unused.served = self.calls
             raise unused

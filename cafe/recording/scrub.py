@@ -17,6 +17,7 @@ keywords are not known makes every line walk.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -77,6 +78,27 @@ _JSON_SAFE = re.compile(r'[ !#-\[\]-~]+')
 _LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
 
 
+# `\u0073k-...`: a character a JSON text need not escape, escaped anyway (at any depth: JSON in
+# a string in a string doubles the backslash). A model's tool-call arguments are JSON text kept
+# as a string, so such an escape spells a secret no pattern sees; the text is also read with
+# these escapes undone, and when that reading holds a secret, it is the one kept, scrubbed (it is
+# the same JSON). `"` and `\` stay escaped: undone, they would end the string they are in.
+_NEEDLESS_ESCAPE = re.compile(r"\\+u00([2-7][0-9a-fA-F])")
+
+
+def _unescape_needless(match: re.Match[str]) -> str:
+    character = chr(int(match.group(1), 16))
+    return match.group(0) if character in '"\\\x7f' else character  # kept: they would end a string
+
+
+def _escapes_undone(text: str) -> str | None:
+    """`text` with needless `\\u00XX` escapes undone, or None if it holds none."""
+    if "\\u00" not in text:
+        return None
+    undone = _NEEDLESS_ESCAPE.sub(_unescape_needless, text)
+    return undone if undone != text else None
+
+
 @dataclass(frozen=True)
 class Finding:
     line: int
@@ -118,6 +140,29 @@ def _alternative(match: re.Match[str]) -> int:
     return int(match.lastgroup[1:])
 
 
+# A group referred to by number (`\1`, `(?(1)...)`) is another group once the pattern is one
+# alternative among others: the reference would silently match something else, or nothing.
+_NUMBERED_REFERENCE = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]|\(\?\([0-9]")
+_ALTERNATIVE_NAME = re.compile(r"p(?:[0-9]+|k)")  # the alternation's own group names
+# A [REDACTED] already there is matched first, and kept, so scrubbing a scrubbed text changes
+# nothing: a configured pattern that matches in it (`[A-Z]{8}`, `\w{8}`) made [[REDACTED]] of
+# it, again at each scrub, and a replayed reply that held one no longer matched its recording.
+_KEPT = f"(?P<pk>{re.escape(REDACTED)})"
+
+
+def _check_groups(name: str, pattern: str, compiled: re.Pattern[str], taken: set[str]) -> None:
+    """Refuse what would break the alternation: a group referred to by number, or a group name
+    it already holds (its own or another pattern's), which made compiling it raise."""
+    if _NUMBERED_REFERENCE.search(pattern):
+        raise RecordingError(f"scrub pattern ({name}) refers to a group by its number, which changes once it "
+                             "is combined with the other patterns: name the group, (?P<name>...) and (?P=name)")
+    for group in compiled.groupindex:
+        if group in taken or _ALTERNATIVE_NAME.fullmatch(group):
+            raise RecordingError(f"scrub pattern ({name}) names a group {group!r} that another pattern or cafe "
+                                 "itself uses: choose another group name")
+        taken.add(group)
+
+
 class _Alternation:
     """Named patterns as one regular expression: one pass over a text finds the leftmost
     match of any of them. A pattern with a group of its own replaces only that group."""
@@ -126,15 +171,18 @@ class _Alternation:
         self.names: list[str] = []
         self._value_group: list[int | None] = []
         parts = []
-        index = 0
+        index = 1  # the kept [REDACTED]'s group
+        taken: set[str] = set()
         for position, (name, pattern) in enumerate(named):
-            groups = _compile(name, pattern).groups
+            compiled = _compile(name, pattern)
+            _check_groups(name, pattern, compiled, taken)
+            groups = compiled.groups
             index += 1  # the alternative's own group
             self.names.append(name)
             self._value_group.append(index + 1 if groups else None)
             parts.append(f"(?P<p{position}>{_scoped(name, pattern)})")
             index += groups
-        self._regex = re.compile("|".join(parts)) if parts else None
+        self._regex = re.compile("|".join([_KEPT, *parts])) if parts else None
 
     def sub(self, text: str) -> str:
         return text if self._regex is None else self._regex.sub(self._replace, text)
@@ -143,10 +191,12 @@ class _Alternation:
         if self._regex is None:
             return
         for match in self._regex.finditer(text):
-            if self._replace(match) != match.group(0):
+            if match.lastgroup != "pk" and self._replace(match) != match.group(0):
                 yield self.names[_alternative(match)], match
 
     def _replace(self, match: re.Match[str]) -> str:
+        if match.lastgroup == "pk":
+            return match.group(0)
         group = self._value_group[_alternative(match)]
         if group is None:
             return REDACTED
@@ -231,7 +281,16 @@ class Scrubber:
         return clone
 
     def scrub(self, text: str) -> str:
-        """One piece of text (a string value) with every secret in it replaced."""
+        """One piece of text (a string value) with every secret in it replaced, also one
+        spelled with needless `\\u00XX` escapes (then the text is kept with them undone)."""
+        undone = _escapes_undone(text)
+        if undone is not None:
+            scrubbed = self._scrub(undone)
+            if scrubbed != undone:
+                return scrubbed
+        return self._scrub(text)
+
+    def _scrub(self, text: str) -> str:
         if self._literal_regex is not None and self._may_hold_literal(text):
             text = self._literal_regex.sub(REDACTED, text)
         if self._may_match_pattern(text):
@@ -268,7 +327,19 @@ class Scrubber:
             found += [Finding(line, "known secret", m.start() + 1)
                       for m in self._literal_regex.finditer(text) if m.group(0) != REDACTED]
         found += [Finding(line, name, m.start() + 1) for name, m in self._patterns.finditer(text)]
+        undone = _escapes_undone(text)
+        if not found and undone is not None and self._scrub(undone) != undone:
+            # Columns of the text with its escapes undone: the kinds, found again there.
+            return self.findings(undone, line)
         return found
+
+
+@functools.cache
+def structure_scrubber() -> Scrubber:
+    """The default patterns alone, for what is structure where it is shown (keys, JSON paths,
+    one-line summaries): they match no ordinary word, where a configured pattern broad enough
+    to match one (`\\w{8}`, `[0-9a-f]{8}`) would rename `messages` or a digest."""
+    return Scrubber()
 
 
 _SECRET_KEYS: dict[str, bool] = {}

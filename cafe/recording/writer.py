@@ -21,6 +21,7 @@ from typing import IO, Any
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.jsondata import json_document
+from cafe.recording import format as _format
 from cafe.recording.errors import (
     MalformedLine,
     RecordingDisabled,
@@ -54,7 +55,6 @@ def not_regular(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-_FIRST_LINE_LIMIT = 1024 * 1024
 # No whitespace between tokens: with sorted keys, nearly every line is then exactly what
 # orjson writes for what it reads from it, which lets the reader prove a line strict by one
 # comparison (see reader._decode_fast_held).
@@ -62,10 +62,12 @@ _COMPACT = (",", ":")
 
 
 def holds_recording(path: Path) -> bool:
-    """Whether the file's first line is a cafe recording header or a plain call line."""
+    """Whether the file's first line is a cafe recording header or a plain call line. The line
+    is read as far as the reader reads one: a header holds the whole script, and one cut
+    shorter would not be JSON, its recording taken for a file any output may replace."""
     try:
         with open(path, "rb") as source:
-            first = source.readline(_FIRST_LINE_LIMIT)
+            first = source.readline(_format.MAX_LINE_BYTES + 1)
     except OSError:
         return False
     try:
@@ -205,6 +207,12 @@ class RecordingWriter:
         text = self._serialise(obj)
         if self._scrubber.may_need_scrubbing(text):
             text = self._serialise(self._scrub_line(obj))
+        limit = _format.MAX_LINE_BYTES
+        # A character is at most 4 bytes: only a text that long can be over the limit.
+        if len(text) * 4 > limit and len(text.encode("utf-8")) > limit:
+            # The reader refuses such a line: written, it would make a recording no replay reads.
+            raise RecordingError(f"{self.path}: line {self.lines + 1} cannot be recorded: it would be longer "
+                                 f"than a recording's line may be (at most {limit} bytes)")
         try:
             self._file.write(text + "\n")
             self._file.flush()

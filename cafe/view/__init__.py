@@ -7,6 +7,7 @@ the recorder and `cafe export` use: a file another harness wrote may hold a key.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,10 +16,10 @@ from typing import TextIO
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
-from cafe.view.scrubbing import scrubbed
+from cafe.view.scrubbing import scrubbed, shown_json
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
@@ -50,8 +51,17 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
                           scrubber: Scrubber | None = None) -> Path:
     """The page of a failed replay: recorded and incoming request side by side, the recorded
     side scrubbed as the incoming one was (`scrubber`, default `Scrubber.from_environment()`)."""
-    shown = scrubbed(recording, scrubber or Scrubber.from_environment())
-    return write_private_page(path, mismatch_page(shown, failed_replay(error)))
+    scrubber = scrubber or Scrubber.from_environment()
+    failed = failed_replay(error)
+    # The incoming request was scrubbed as a recording is (its keys kept), and the line and the
+    # path name keys of a file cafe may not have written: the page shows them as it shows the
+    # recording's keys (and the replay scrubbed the values the line quotes).
+    keys = structure_scrubber()
+    failed = dataclasses.replace(
+        failed, message=keys.scrub(failed.message),
+        json_path=None if failed.json_path is None else keys.scrub(failed.json_path),
+        incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
+    return write_private_page(path, mismatch_page(scrubbed(recording, scrubber), failed))
 
 
 def write_private_page(path: Path | str, text: str) -> Path:
@@ -84,11 +94,19 @@ def write_private_page(path: Path | str, text: str) -> Path:
     return path
 
 
+def _page_argument(text: str) -> str:
+    # Path("") is ".", a directory that exists: the page was refused as "it exists".
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file path for the page")
+    return text
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
     parser.add_argument("path", help="the recording to show (any version cafe reads)")
-    parser.add_argument("-o", "--out", required=True, metavar="HTML", help="the page to create (never overwritten)")
+    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=_page_argument,
+                        help="the page to create (never overwritten)")
     parser.add_argument("--allow-truncated", action="store_true",
                         help="show the complete calls of a recording whose last line was cut short")
     parser.set_defaults(run=run)
@@ -98,7 +116,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: 
     scrubber = Scrubber.from_environment(environ)  # before reading: a bad CAFE_SCRUB_PATTERNS stops it
     recording = scrubbed(load_recording(args.path, allow_truncated=args.allow_truncated), scrubber)
     shift = timeline(recording)
-    written = write_private_page(args.out, shift_page(shift, source=str(args.path)))
+    written = write_private_page(args.out, shift_page(shift, source=scrubber.scrub(str(args.path))))
     out.write(f"wrote {written} (private, mode 0600): {len(shift.calls)} call(s), "
               f"stop reason {shift.stop_reason or 'not recorded'}\n")
     return 0

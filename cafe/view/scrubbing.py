@@ -5,15 +5,36 @@ cafe's own recordings were scrubbed when they were written, so for them this cha
 (scrubbing a scrubbed text is a no-op). A plain file another harness wrote, or one written before
 a pattern was added, may hold a key: the page must not show it. A call whose serialised
 request or response holds nothing any pattern could match is passed on as it is, unread.
+
+Unlike a recording's, a page's object keys are scrubbed too, of the secrets the default
+patterns find: a recording keeps its keys as they are (they are its structure), but a page only
+shows them, and a key another harness wrote can be anything, a key included.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from cafe.recording.format import Ending, Header, RecordedCall, Recording, encoded
-from cafe.recording.scrub import Scrubber
+from cafe.recording.scrub import Scrubber, structure_scrubber
+
+
+def shown_json(value: Any, scrubber: Scrubber) -> Any:
+    """A JSON value as a page shows it: its string values scrubbed, and its object keys of
+    any secret the default patterns find (`structure_scrubber`: a configured pattern broad
+    enough to match `messages` would rename the keys the page is laid out by)."""
+    return _keys_scrubbed(scrubber.scrub_json(value), structure_scrubber())
+
+
+def _keys_scrubbed(value: Any, keys: Scrubber) -> Any:
+    if isinstance(value, dict):
+        return {keys.scrub(key) if isinstance(key, str) else key: _keys_scrubbed(item, keys)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_keys_scrubbed(item, keys) for item in value]
+    return value
 
 
 def _document(call: RecordedCall, name: str, scrubber: Scrubber) -> tuple[Any, bool]:
@@ -22,7 +43,7 @@ def _document(call: RecordedCall, name: str, scrubber: Scrubber) -> tuple[Any, b
     if held is not None and not scrubber.may_need_scrubbing(held.decode("utf-8")):
         return held, False
     value = getattr(call, name)
-    scrubbed = scrubber.scrub_json(value)
+    scrubbed = shown_json(value, scrubber)
     return scrubbed, scrubbed != value
 
 
@@ -48,15 +69,17 @@ def _header(header: Header, scrubber: Scrubber) -> Header:
         provider=_text(header.provider, scrubber),
         recorded_at=_text(header.recorded_at, scrubber),
         conversation_id=_text(header.conversation_id, scrubber),
-        script=scrubber.scrub_json(header.script) if header.script is not None else None,
-        decisions=scrubber.scrub_json(header.decisions) if header.decisions is not None else None,
+        script=shown_json(header.script, scrubber) if header.script is not None else None,
+        decisions=shown_json(header.decisions, scrubber) if header.decisions is not None else None,
     )
 
 
 def scrubbed(recording: Recording, scrubber: Scrubber) -> Recording:
-    """`recording` with every string value of its header, calls and end line scrubbed."""
+    """`recording` with every string value and key of its header, calls and end line scrubbed,
+    and its file name (which a page names)."""
     ending = recording.ending
     if ending is not None:
         ending = Ending(scrubber.scrub(ending.stop_reason), ending.model_calls, ending.transcript_sha256)
-    return replace(recording, header=_header(recording.header, scrubber),
+    return replace(recording, path=Path(scrubber.scrub(str(recording.path))),
+                   header=_header(recording.header, scrubber),
                    calls=[_call(call, scrubber) for call in recording.calls], ending=ending)

@@ -103,4 +103,4 @@ def test_every_command_output_is_escaped_a_finding_path_from_a_recording_key_too
     path.write_text(json.dumps({"\x1b]0;owned\x07": "jo.smith@gmail.com"}) + "\n", encoding="utf-8")
     code, out, err = _run("check-recording", str(path))
     assert code == 39 and _unsafe(out) == [] and _unsafe(err) == []
-    assert r"e-mail address (in $.\x1b]0;owned\x07)" in out
+    assert "e-mail address (in $.<a key of 10 characters>)" in out  # such a key only by its size
