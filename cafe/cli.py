@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
+from cafe.argtypes import file_to_read
 from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
@@ -171,7 +172,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     shift.add_argument("--max-turns", type=_positive, default=8, help="turn cap (default 8)")
 
     replay = commands.add_parser("replay", help="replay a recording with zero model calls")
-    replay.add_argument("path", help="the recording to replay")
+    replay.add_argument("path", type=file_to_read, help="the recording to replay")
     replay.add_argument("--script", type=_script_path, help="customer lines (default: those the recording holds)")
     replay.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
                         help="a request field to ignore when matching, e.g. messages.*.tool_call_id")

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from cafe.argtypes import file_to_read
 from cafe.errors import CafeError
 from cafe.recording.errors import RecordingError
 from cafe.recording.output import check_output, write_output
@@ -218,7 +219,8 @@ class OTelCliPlugin:
             _add_options(parser)
         export = commands.add_parser(
             "export", help="turn a recording into OpenTelemetry spans and send them (or write OTLP)")
-        export.add_argument("recording", help="a cafe recording or a plain {request, response} JSONL file")
+        export.add_argument("recording", type=file_to_read,
+                            help="a cafe recording or a plain {request, response} JSONL file")
         export.add_argument("--out", metavar="FILE.otlp",
                             help="write OTLP protobuf bytes to FILE instead of sending (deterministic)")
         export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
@@ -231,8 +233,8 @@ class OTelCliPlugin:
 
         golden = commands.add_parser(
             "golden", help="replay a recording and compare its OTLP bytes with a golden file")
-        golden.add_argument("recording", help="the recording to replay (zero model calls)")
-        golden.add_argument("golden", help="the golden .otlp file kept beside it")
+        golden.add_argument("recording", type=file_to_read, help="the recording to replay (zero model calls)")
+        golden.add_argument("golden", type=file_to_read, help="the golden .otlp file kept beside it")
         golden.add_argument("--update", action="store_true", help="write the golden file instead of comparing")
         # A truncated recording's error suggests this flag, whichever command loaded it.
         golden.add_argument("--allow-truncated", action="store_true",

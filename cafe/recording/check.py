@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from cafe.argtypes import file_to_read
 from cafe.jsondata import key_step
 from cafe.recording import format as _format
 from cafe.recording.errors import RecordingNotClean
@@ -178,7 +179,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "check-recording",
         help="scan recordings for secrets and real-looking customer data before committing them",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="recordings to scan")
+    parser.add_argument("paths", nargs="+", metavar="PATH", type=file_to_read, help="recordings to scan")
     parser.add_argument("--pattern", action="append", default=[], metavar="REGEX",
                         help="an extra secret pattern (also CAFE_SCRUB_PATTERNS, one per line)")
     parser.set_defaults(run=run)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from cafe.argtypes import file_to_read
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
@@ -104,7 +105,7 @@ def _page_argument(text: str) -> str:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
-    parser.add_argument("path", help="the recording to show (any version cafe reads)")
+    parser.add_argument("path", type=file_to_read, help="the recording to show (any version cafe reads)")
     parser.add_argument("-o", "--out", required=True, metavar="HTML", type=_page_argument,
                         help="the page to create (never overwritten)")
     parser.add_argument("--allow-truncated", action="store_true",
