@@ -44,6 +44,11 @@ class LiveClient:
         self.timeout = settings.timeout if timeout is None else check_timeout(timeout, "timeout argument")
         self.max_retries = (settings.max_retries if max_retries is None
                             else check_max_retries(max_retries, "max_retries argument"))
+        # Where the bounds came from, for the timeout's remedy: the environment's variables
+        # cannot change what the caller's arguments set.
+        self._bounds_from = ("CAFE_TIMEOUT and CAFE_MAX_RETRIES set these"
+                             if timeout is None and max_retries is None
+                             else "set by the caller's timeout and max_retries arguments")
         self.model = settings.model
         self.server_address = settings.server_address
         self.server_port = settings.server_port
@@ -93,7 +98,7 @@ class LiveClient:
             raise ModelCallError(
                 f"model endpoint {self.server_address} failed: APITimeoutError (no answer within "
                 f"{self.timeout:g} s, {attempts} attempt{'s' if attempts > 1 else ''}; "
-                "CAFE_TIMEOUT and CAFE_MAX_RETRIES set these)"
+                f"{self._bounds_from})"
             ) from None
         except openai.APIStatusError as error:
             raise ModelCallError(

@@ -113,9 +113,12 @@ def test_explicit_arguments_win_over_the_environment() -> None:
         settings = LiveSettings.from_env(_live(url, CAFE_TIMEOUT="30", CAFE_MAX_RETRIES="3"))
         client = LiveClient(settings, timeout=0.3, max_retries=0)
         assert (client.timeout, client.max_retries) == (0.3, 0)
-        with pytest.raises(ModelCallError, match=r"within 0\.3 s, 1 attempt;"):
+        with pytest.raises(ModelCallError, match=r"within 0\.3 s, 1 attempt;") as raised:
             client.chat([{"role": "user", "content": "hello"}])
     assert len(seen) == 1
+    # The environment's variables could not change these: the remedy names the arguments.
+    assert str(raised.value).endswith("set by the caller's timeout and max_retries arguments)")
+    assert "CAFE_TIMEOUT" not in str(raised.value)
 
 
 # --- reading and checking the settings ------------------------------------------------------
