@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
 from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
+from cafe_otel.partial_success import rejected_count
 from cafe_otel.processor_metrics import ProcessorMetrics
 
 
@@ -169,16 +170,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
                                            outcome.error_type or "")
 
     def _rejected_count(self, sent: int) -> int:
-        """How many of `sent` spans the receiver rejected; never more than were sent, and a
-        `rejected` callable that fails costs its count, not the worker thread."""
-        if self._rejected is None:
-            return 0
-        try:
-            return max(0, min(int(self._rejected()), sent))
-        except Exception as error:  # whatever it raised, the account must go on
-            self.account.note_error(f"export to {self._target}: the rejected-spans count failed "
-                                    f"({type(error).__name__}); the batch is counted as delivered")
-            return 0
+        return rejected_count(self._rejected, sent, self.account.note_error, f"export to {self._target}")
 
     def _why(self, outcome: Outcome) -> str:
         if outcome.error_type == TIMEOUT:

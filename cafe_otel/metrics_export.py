@@ -27,7 +27,7 @@ from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.failsoft import GRACE_SECONDS
 from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
-from cafe_otel.partial_success import RejectionCounter
+from cafe_otel.partial_success import RejectionCounter, rejected_count
 from cafe_otel.resource_secrets import ResourceGuard
 from cafe_otel.settings import GRPC, Settings, display_endpoint
 from cafe_otel.tls import TlsSettings
@@ -125,15 +125,7 @@ class FailSoftMetricExporter(MetricExporter):
         return MetricExportResult.FAILURE
 
     def _rejected_count(self, sent: int) -> int:
-        # Never more than were sent; a `rejected` callable that fails costs its count only.
-        if self._rejected is None:
-            return 0
-        try:
-            return max(0, min(int(self._rejected()), sent))
-        except Exception as error:  # whatever it raised, the account must go on
-            self.account.note_error(f"metrics export to {self._target}: the rejected-points count failed "
-                                    f"({type(error).__name__}); the points are counted as delivered")
-            return 0
+        return rejected_count(self._rejected, sent, self.account.note_error, f"metrics export to {self._target}")
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         outcome = self._control.call(lambda: self.inner.force_flush(timeout_millis),

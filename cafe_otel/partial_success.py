@@ -35,6 +35,20 @@ _ANSWERS: dict[str, tuple[Any, str, str]] = {
 MAX_ANSWER_BYTES = 64 * 1024
 
 
+def rejected_count(rejected: Callable[[], int] | None, sent: int, note: Callable[[str], None],
+                   where: str) -> int:
+    """How many of the `sent` items the receiver rejected, by asking `rejected` (None: none):
+    never more than were sent, and a callable that fails costs its count (noted under `where`),
+    not the export thread that asked."""
+    if rejected is None:
+        return 0
+    try:
+        return max(0, min(int(rejected()), sent))
+    except Exception as error:  # whatever it raised, the account must go on
+        note(f"{where}: the rejected count failed ({type(error).__name__}); the items are counted as delivered")
+        return 0
+
+
 class RejectionCounter:
     """Counts the items receivers reported rejected, until `take()` collects them."""
 

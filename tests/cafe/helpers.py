@@ -4,15 +4,14 @@ OpenAI-compatible chat-completions server for the live client."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from cafe import ScriptedClient, make_responder
+from tests.local_http import QuietHandler, serving
 
 
 @contextmanager
@@ -96,29 +95,12 @@ class ChatServer:
 def chat_server(api_key: str, **options: Any) -> Iterator[ChatServer]:
     state = ChatServer(api_key=api_key, **options)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = json.loads(self.read_body() or b"{}")
             status, payload = state.answer(self.path, self.headers.get("Authorization"), body)
-            data = json.dumps(payload).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(status, json.dumps(payload).encode("utf-8"))
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="chat-test-server", daemon=True)
-    thread.start()
-    try:
+    with serving(Handler, name="chat-test-server") as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +25,7 @@ from cafe.clients.settings import (
     parse_timeout,
 )
 from cafe.errors import ModelCallError
+from tests.local_http import QuietHandler, serving
 
 KEY = "sk-timeout-canary-0123456789"
 # Long enough that the old client (60 s an attempt) is still waiting when the server gives up.
@@ -43,27 +43,18 @@ def silent_server() -> Iterator[tuple[str, list[str]]]:
     done = threading.Event()
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.read_body()
             seen.append(self.path)
             done.wait(HOLD_SECONDS)
             self.close_connection = True
 
-        def log_message(self, format: str, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="silent-test-server", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        done.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serving(Handler, name="silent-test-server") as port:
+        try:
+            yield f"http://127.0.0.1:{port}/v1", seen
+        finally:
+            done.set()  # before the server shuts down: each held request waits on it
 
 
 def _live(base_url: str, **extra: str) -> dict[str, str]:

@@ -14,10 +14,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.local_http import QuietHandler, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-sigterm-canary-0123456789"
@@ -31,34 +32,21 @@ def answering(answers: int) -> Iterator[tuple[str, list[str]]]:
     """A chat endpoint on 127.0.0.1 that answers the first `answers` requests and holds the rest."""
     done, seen = threading.Event(), []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.read_body()
             seen.append(self.path)
             if len(seen) > answers:
                 done.wait(20)
                 self.close_connection = True
                 return
-            body = json.dumps(REPLY).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(200, json.dumps(REPLY).encode())
 
-        def log_message(self, format: str, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        done.set()
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        try:
+            yield f"http://127.0.0.1:{port}/v1", seen
+        finally:
+            done.set()  # before the server shuts down: a held request waits on it
 
 
 def _terminated_shift(tmp_path: Path, answers: int) -> subprocess.CompletedProcess[str]:

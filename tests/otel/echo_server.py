@@ -8,8 +8,9 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_http import QuietHandler, serving
 
 Reply = Callable[[int, str], dict[str, Any]]  # (call number, Authorization header) -> body
 
@@ -43,30 +44,14 @@ def echo_server(reply: Reply, *, odd: dict[str, Any] | None = None) -> Iterator[
     calls = [0]
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.read_body()
             with lock:
                 calls[0] += 1
                 n = calls[0]
             key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-            body = {**reply(n, key), **(odd or {})}
-            data = json.dumps(body).encode("utf-8")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(200, json.dumps({**reply(n, key), **(odd or {})}).encode("utf-8"))
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}/v1"

@@ -4,10 +4,8 @@ and never repeats the receiver's own message."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,6 +25,7 @@ from cafe_otel import configure
 from cafe_otel.account import EXPORTER_METRIC_POINTS_EXPORTED, EXPORTER_SPAN_EXPORTED, REJECTED
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.partial_success import RejectionCounter
+from tests.local_http import QuietHandler, serving
 
 SERVER_TEXT = "REJECTION-CANARY: the receiver's own words"
 SHIFT_SPANS = 11  # spans a default scripted shift makes (tests/otel/test_metrics_setup.py)
@@ -40,29 +39,14 @@ def receiver(answer: Answer) -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
     endpoint and the requests it received."""
     received: list[tuple[str, bytes]] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = self.read_body()
             received.append((self.path, body))
-            data, content_type = answer(self.path, body)
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(200, *answer(self.path, body))
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}", received
 
 
 def _rejecting(spans: int = 0, points: int = 0) -> Answer:

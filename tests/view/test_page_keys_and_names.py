@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cafe.cli import main
 from cafe.recording import ReplayClient, ReplayMismatch, load_recording
 from cafe.recording.scrub import REDACTED, Scrubber
@@ -30,6 +32,13 @@ def _plain_line(request: dict[str, Any], reply: dict[str, Any]) -> str:
     response = {"model": "their-model", "usage": {"prompt_tokens": 3, "completion_tokens": 1, KEY: 1},
                 "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}]}
     return json.dumps({"request": request, "response": response}) + "\n"
+
+
+def _mismatch(replay: ReplayClient, messages: list[dict[str, Any]], **options: Any) -> ReplayMismatch:
+    """The mismatch a request that differs from the recorded one raises."""
+    with pytest.raises(ReplayMismatch) as raised:
+        replay.chat(messages, **options)
+    return raised.value
 
 
 def test_a_key_that_is_a_secret_and_a_secret_file_name_are_scrubbed_on_the_shift_page(tmp_path: Path) -> None:
@@ -51,12 +60,7 @@ def test_the_mismatch_report_scrubs_keys_the_file_name_and_the_quoted_protocol_v
     recording = tmp_path / f"theirs-{KEY}.jsonl"
     recording.write_text(_plain_line(recorded, {"role": "assistant", "content": "Hi."}))
     replay = ReplayClient(load_recording(recording), scrubber=Scrubber.from_environment({}))
-    try:
-        replay.chat([{"role": "user", "content": "Hello."}])
-    except ReplayMismatch as error:
-        failure = error
-    else:
-        raise AssertionError("the request differs from the recorded one")
+    failure = _mismatch(replay, [{"role": "user", "content": "Hello."}])
     page = write_mismatch_report(tmp_path / "report.html", replay.recording, failure, Scrubber.from_environment({}))
     text = page.read_text()
     assert KEY not in text and KEY[3:] not in text
@@ -69,12 +73,7 @@ def test_the_incoming_side_of_the_report_has_its_keys_scrubbed(tmp_path: Path) -
                                      {"role": "assistant", "content": "Hi."}))
     replay = ReplayClient(load_recording(recording), scrubber=Scrubber.from_environment({}))
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"properties": {KEY: {}}}}}]
-    try:
-        replay.chat([{"role": "user", "content": "Hello."}], tools=tools)
-    except ReplayMismatch as error:
-        failure = error
-    else:
-        raise AssertionError("the request differs from the recorded one")
+    failure = _mismatch(replay, [{"role": "user", "content": "Hello."}], tools=tools)
     text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure,
                                  Scrubber.from_environment({})).read_text()
     assert KEY not in text and "lookup" in text
@@ -86,12 +85,7 @@ def test_a_broad_configured_pattern_leaves_the_reports_keys_and_highlight(tmp_pa
                                      {"role": "assistant", "content": "Hi."}))
     broad = Scrubber.from_environment({"CAFE_SCRUB_PATTERNS": r"\w{8}"})
     replay = ReplayClient(load_recording(recording), scrubber=broad)
-    try:
-        replay.chat([{"role": "user", "content": "Hello."}])
-    except ReplayMismatch as error:
-        failure = error
-    else:
-        raise AssertionError("the request differs from the recorded one")
+    failure = _mismatch(replay, [{"role": "user", "content": "Hello."}])
     text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure, broad).read_text()
     assert '"messages"' in html.unescape(text)
     assert text.count('<span class="diff" data-path="$.messages[0].content">') == 2  # both sides highlighted
