@@ -182,7 +182,7 @@ def test_a_number_not_written_in_ascii_digits_is_refused_naming_the_variable_not
 ) -> None:
     environ = {variable: value, "OTEL_TRACES_SAMPLER": "traceidratio"}
     with pytest.raises(ConfigurationError) as raised:
-        configure("svc", exporter=InMemorySpanExporter(), metric_exporter=_NoMetrics(), environ=environ)
+        configure("svc", exporter=InMemorySpanExporter(), metrics=True, environ=environ)
     message = str(raised.value)
     assert raised.value.exit_code == 20 and message.startswith(f"{variable}: ")
     assert value.strip() not in message and "\n" not in message
@@ -196,13 +196,6 @@ def test_ascii_numbers_are_still_accepted() -> None:
         assert handle.settings is not None and handle.settings.export_timeout == 1.0
     finally:
         handle.shutdown()
-
-
-class _NoMetrics:
-    """A metric exporter that is never asked: every case here fails before anything is built."""
-
-    _preferred_temporality: dict[type, object] = {}
-    _preferred_aggregation: dict[type, object] = {}
 
 
 @pytest.mark.parametrize(("headers", "protocol", "named"), [
