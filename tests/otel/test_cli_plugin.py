@@ -263,9 +263,8 @@ def test_a_redirect_is_not_delivered(tmp_path, status):
 
 
 def test_a_redirect_is_counted_under_its_status_in_the_self_observability_points():
-    from tests.local_http import serving
-
     from cafe_otel import configure
+    from tests.local_http import serving
 
     with serving(_answering(308, location="https://127.0.0.1:1/")) as port:
         handle = configure(endpoint=f"http://127.0.0.1:{port}", protocol="http/protobuf", environ={}, metrics=False,
@@ -283,7 +282,7 @@ def test_cafe_export_waits_for_its_export_within_the_export_timeout_not_the_exit
 
     # The receiver answers after 1.5 s: past the 0.5 s exit bound, well within the 10 s export timeout.
     with serving(_answering(200, delay=1.5)) as port:
-        code, out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+        code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
                                "--otlp", f"http://127.0.0.1:{port}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "10000"})
     assert code == 0, err
     assert err == "telemetry: 11 spans exported, 0 dropped\n"
