@@ -245,18 +245,15 @@ def _print_shift(out: TextIO, run: ShiftRun, tracer: Tracer, note: str) -> None:
 
 
 def _open_telemetry(
-    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str],
-    clock: Clock | None = None, client: ChatClient | None = None,
+    plugins: Sequence[CliPlugin], args: argparse.Namespace, environ: Mapping[str, str], *,
+    clock: Clock, origin_unix_nano: int, client: ChatClient | None = None,
 ) -> TelemetrySession | None:
+    # The client's secrets (the live key) stay out of telemetry as out of recordings.
+    secrets = secrets_of(client) if client is not None else []
     for plugin in plugins:
-        session = plugin.open_session(args, environ, clock)
+        session = plugin.open_session(args, environ, clock=clock, origin_unix_nano=origin_unix_nano,
+                                      secrets=secrets)
         if session is not None:
-            # The client's secrets (the live key) stay out of telemetry as out of recordings.
-            # `protect` is optional for a plugin's session (see cafe.plugins).
-            protect = getattr(session, "protect", None)
-            secrets = secrets_of(client) if client is not None else []
-            if protect is not None and secrets:
-                protect(secrets)
             return session
     return None
 
@@ -270,7 +267,7 @@ def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: 
     timeline = Timeline()
     origin_ns = timeline.origin_unix_nano
     client = get_client(environ)
-    session = _open_telemetry(plugins, args, environ, clock=timeline, client=client)
+    session = _open_telemetry(plugins, args, environ, clock=timeline, origin_unix_nano=origin_ns, client=client)
     tracer = session.tracer if session else Tracer(clock=timeline)
     options = {"max_turns": args.max_turns, "conversation_id": conversation_id}
     try:
@@ -328,8 +325,11 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
     responder = make_responder([_parse_decision(d) for d in args.decision]) if args.decision else None
     if args.report:
         view.check_page_path(args.report)  # before the replay, not after it failed
-    session = _open_telemetry(plugins, args, environ, clock=None)
-    tracer = session.tracer if session else Tracer(clock=TickClock())
+    # A replay's spans sit on the recording's own timeline, one tick a second after its
+    # origin, so replaying twice gives the same timestamps.
+    clock = TickClock()
+    session = _open_telemetry(plugins, args, environ, clock=clock, origin_unix_nano=origin_ns)
+    tracer = session.tracer if session else Tracer(clock=clock)
     try:
         run, _ = replay_shift(
             recording,

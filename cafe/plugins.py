@@ -8,7 +8,7 @@ commands, and hand back a telemetry session whose tracer the shift then uses.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Protocol
 
@@ -18,9 +18,6 @@ from cafe.trace.tracer import Tracer
 
 
 class TelemetrySession(Protocol):
-    """May also have `protect(secrets: list[str])`: the harness hands it the client's
-    secrets (as it hands them to a recording's scrubber) before the shift starts."""
-
     tracer: Tracer
 
     def close(self) -> list[str]:
@@ -42,8 +39,14 @@ class CliPlugin(Protocol):
     ) -> None: ...
 
     def open_session(
-        self, args: argparse.Namespace, environ: Mapping[str, str], clock: Clock | None
-    ) -> TelemetrySession | None: ...
+        self, args: argparse.Namespace, environ: Mapping[str, str], *, clock: Clock | None,
+        origin_unix_nano: int | None, secrets: Sequence[str] = (),
+    ) -> TelemetrySession | None:
+        """A session for this command, or None. The harness hands over what it holds: the
+        shift's clock, the Unix time in ns of that clock's zero (a replay: its recording's
+        origin), and the client's secrets (the values a recording is scrubbed of), so a plugin
+        need not read them again (a replay's recording is read once, by the harness)."""
+        ...
 
 
 PluginLoader = Callable[[Callable[[str], None]], list[CliPlugin]]

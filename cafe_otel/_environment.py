@@ -1,47 +1,39 @@
 """The SDK's span limits (`OTEL_ATTRIBUTE_COUNT_LIMIT`, `OTEL_SPAN_*_LIMIT`, ...), checked
-and read from the mapping `configure()` is given.
+and read from the mapping `configure()` is given, so the SDK reads none of them itself.
 
-The SDK reads them from `os.environ` and answers a bad one with a bare ValueError: at
-`TracerProvider()`, and for `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT` already when
-`opentelemetry.sdk.trace` is first imported. So `cafe_otel/__init__.py` imports this module
-before anything else, and it checks `os.environ` then: a bad value is a named
-configuration error (exit 20), not an internal error or a plugin that silently did not
-load. It imports nothing of the SDK itself until `span_limits` is called.
+The SDK answers a bad one with a bare ValueError: at `TracerProvider()`, and for
+`OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT` already when `opentelemetry.sdk.trace` is first imported,
+from `os.environ`. Settings resolution (`cafe_otel.settings.resolve_settings`) checks the
+limits of the environ it is handed; `import_sdk()` is how cafe_otel's entry points import
+the SDK, so that the one read at import is the same named error (exit 20), not an internal
+error or a plugin that silently did not load. Importing this module reads nothing.
 """
 
 from __future__ import annotations
 
-import os
+import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cafe.errors import ConfigurationError
+from cafe_otel._config.numbers import ascii_whole
+from cafe_otel._config.variables import SDK_IMPORT_LIMIT, SPAN_LIMIT_VARIABLES
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanLimits
 
-# variable -> SpanLimits argument
-LIMIT_VARIABLES = {
-    "OTEL_ATTRIBUTE_COUNT_LIMIT": "max_attributes",
-    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "max_attribute_length",
-    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "max_span_attributes",
-    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "max_span_attribute_length",
-    "OTEL_SPAN_EVENT_COUNT_LIMIT": "max_events",
-    "OTEL_SPAN_LINK_COUNT_LIMIT": "max_links",
-    "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT": "max_event_attributes",
-    "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT": "max_link_attributes",
-}
+LIMIT_VARIABLES = SPAN_LIMIT_VARIABLES  # variable -> SpanLimits argument
 MAX_LIMIT = 2**31 - 1
 NO_LIMIT = None  # the SDK's "unset"
 _DEFAULT_COUNT = 128
 
 
 class SpanLimitError(ConfigurationError):
-    """A span limit variable that is not a whole number (or `unset`)."""
+    """A span limit variable that is not a whole number (or `unset`); its value is not shown."""
 
-    def __init__(self, variable: str, raw: str) -> None:
-        shown = repr(raw[:20] + ("…" if len(raw) > 20 else ""))
-        super().__init__(f"{variable}: {shown} is not a whole number from 0 to {MAX_LIMIT} (or unset)")
+    def __init__(self, variable: str) -> None:
+        super().__init__(f"{variable}: expected a whole number from 0 to {MAX_LIMIT} in ASCII digits, "
+                         "or unset (the value given is not shown)")
 
 
 def check_limits(environ: Mapping[str, str]) -> dict[str, int | None]:
@@ -50,15 +42,26 @@ def check_limits(environ: Mapping[str, str]) -> dict[str, int | None]:
     for variable, argument in LIMIT_VARIABLES.items():
         if variable not in environ:
             continue
-        raw = environ[variable]
-        text = raw.strip().lower()
+        text = environ[variable].strip().lower()
         if text == "unset":
             limits[argument] = NO_LIMIT
             continue
-        if not text.isdigit() or not text.isascii() or int(text) > MAX_LIMIT:
-            raise SpanLimitError(variable, raw)
-        limits[argument] = int(text)
+        number = ascii_whole(text)
+        if number is None or text.startswith(("+", "-")) or number > MAX_LIMIT:
+            raise SpanLimitError(variable)
+        limits[argument] = number
     return limits
+
+
+def import_sdk() -> None:
+    """Import `opentelemetry.sdk.trace`, whose import reads `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`
+    from `os.environ` and raises a bare ValueError on a bad one: that is a `SpanLimitError`."""
+    try:
+        importlib.import_module("opentelemetry.sdk.trace")
+    except ValueError as error:
+        if SDK_IMPORT_LIMIT not in str(error):
+            raise
+        raise SpanLimitError(SDK_IMPORT_LIMIT) from None
 
 
 def span_limits(environ: Mapping[str, str]) -> SpanLimits:
@@ -81,6 +84,3 @@ def span_limits(environ: Mapping[str, str]) -> SpanLimits:
         "max_attribute_length": length, "max_span_attribute_length": given("max_span_attribute_length", length),
     }
     return SpanLimits(**{name: SpanLimits.UNSET if value is None else value for name, value in values.items()})
-
-
-check_limits(os.environ)

@@ -14,6 +14,12 @@ for what a receiver reported rejected in a 2xx answer, as the conventions ask).
 A metric export's outcome is `otel.sdk.exporter.metric_data_point.exported`, counted in
 data points (a cumulative point goes out again at every export), with the same causes.
 `points()` gives them under those names.
+
+Three outcomes, never two: an export still in flight when shutdown's bound ran out is
+neither delivered nor lost (a receiver may yet store all of it), so it is counted
+`unconfirmed`, as the SDK's `otel.sdk.exporter.span.inflight` (and
+`...metric_data_point.inflight`) counts what was handed to the exporter and has no
+outcome yet.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from dataclasses import dataclass, field
 PROCESSOR_SPAN_PROCESSED = "otel.sdk.processor.span.processed"
 EXPORTER_SPAN_EXPORTED = "otel.sdk.exporter.span.exported"
 EXPORTER_METRIC_POINTS_EXPORTED = "otel.sdk.exporter.metric_data_point.exported"
+EXPORTER_SPAN_INFLIGHT = "otel.sdk.exporter.span.inflight"
+EXPORTER_METRIC_POINTS_INFLIGHT = "otel.sdk.exporter.metric_data_point.inflight"
 
 QUEUE_FULL = "queue_full"
 ALREADY_SHUTDOWN = "already_shutdown"
@@ -56,6 +64,8 @@ class AccountSnapshot:
     metrics_enabled: bool = False
     metric_points_exported: int = 0
     metric_points_dropped_by_type: dict[str, int] = field(default_factory=dict)
+    unconfirmed: int = 0  # spans whose export had no answer yet when shutdown's bound ran out
+    metric_points_unconfirmed: int = 0
 
     @property
     def metric_points_dropped(self) -> int:
@@ -73,10 +83,14 @@ class AccountSnapshot:
             (QUEUE_FULL, self.dropped_queue_full), (ALREADY_SHUTDOWN, self.dropped_after_shutdown),
             (SHUTDOWN_TIMEOUT, self.dropped_unflushed), (REDACTION_FAILED, self.dropped_redaction_failed),
         ) if n]
+        if self.unconfirmed:
+            found.append(Point(EXPORTER_SPAN_INFLIGHT, None, self.unconfirmed))
         if self.metrics_enabled:
             found.append(Point(EXPORTER_METRIC_POINTS_EXPORTED, None, self.metric_points_exported))
             found += [Point(EXPORTER_METRIC_POINTS_EXPORTED, kind, n)
                       for kind, n in sorted(self.metric_points_dropped_by_type.items())]
+            if self.metric_points_unconfirmed:
+                found.append(Point(EXPORTER_METRIC_POINTS_INFLIGHT, None, self.metric_points_unconfirmed))
         return found
 
 
@@ -99,6 +113,9 @@ class TelemetryAccount:
         self._metrics_enabled = False
         self._metric_points_exported = 0
         self._metric_points_dropped: dict[str, int] = {}
+        self._unconfirmed = 0
+        self._metric_points_unconfirmed = 0
+        self._unconfirmed_why: str | None = None
 
     def enable_metrics(self) -> None:
         """A metrics pipeline exists: the report counts its data points too."""
@@ -113,6 +130,22 @@ class TelemetryAccount:
         with self._lock:
             self._metric_points_dropped[error_type] = self._metric_points_dropped.get(error_type, 0) + count
             self._last_error = error
+
+    def add_unconfirmed(self, count: int, why: str) -> None:
+        """Spans handed to an export that had not answered when the wait for it ended:
+        neither delivered nor lost. `why` is a short text of ours (the bound that ran out)."""
+        with self._lock:
+            self._unconfirmed += count
+            self._unconfirmed_why = why
+
+    def add_metric_points_unconfirmed(self, count: int, why: str) -> None:
+        with self._lock:
+            self._metric_points_unconfirmed += count
+            self._unconfirmed_why = why
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.snapshot().unconfirmed
 
     def add_exported(self, count: int) -> None:
         with self._lock:
@@ -171,7 +204,8 @@ class TelemetryAccount:
                                    self._redaction_failed, self._unflushed, self._mirror_errors,
                                    self._last_error, self._after_shutdown, dict(self._export_failed),
                                    self._metrics_enabled, self._metric_points_exported,
-                                   dict(self._metric_points_dropped))
+                                   dict(self._metric_points_dropped), self._unconfirmed,
+                                   self._metric_points_unconfirmed)
 
     def points(self) -> list[Point]:
         """The counts under the SDK's self-observability metric names and error types."""
@@ -216,8 +250,11 @@ class TelemetryAccount:
 
     def summary(self) -> str:
         s = self.snapshot()
-        note = self.last_note
+        with self._lock:
+            note, unconfirmed_why = self._last_note, self._unconfirmed_why
         line = f"{s.exported} spans exported, {s.dropped} dropped"
+        if s.unconfirmed:
+            line += f", {s.unconfirmed} unconfirmed"
         rejected = s.export_failed_by_type.get(REJECTED, 0)
         reasons = [f"{n} {label}" for n, label in (
             (s.dropped_export_failed - rejected, "export failed"), (rejected, "rejected by the receiver"),
@@ -234,6 +271,10 @@ class TelemetryAccount:
             line += f", {withheld} values withheld (not metadata-shaped)"
         if s.metrics_enabled:
             line += f"; {s.metric_points_exported} metric points exported, {s.metric_points_dropped} dropped"
+            if s.metric_points_unconfirmed:
+                line += f", {s.metric_points_unconfirmed} unconfirmed"
+        if unconfirmed_why and (s.unconfirmed or s.metric_points_unconfirmed):
+            line += f" (unconfirmed: {unconfirmed_why})"
         if s.last_error and (s.dropped or s.mirror_errors or s.metric_points_dropped):
             line += f"; last error: {s.last_error}"
         elif note:

@@ -10,7 +10,8 @@ for 30 s. Ours has a bounded, non-blocking queue (a full queue drops the new spa
 it), one daemon worker, and puts every exporter call (export, force_flush, shutdown) through
 the fail-soft boundary, so an exporter that raises, hangs or fails costs a count, never the
 worker. Every sampled span handed to `on_end` is settled exactly once: exported, or dropped
-with a cause (see `cafe_otel.account`), whatever the exporter does.
+with a cause, or unconfirmed when shutdown's bound ends before its export answers (see
+`cafe_otel.account`), whatever the exporter does.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
 from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
-from cafe_otel.partial_success import rejected_count
+from cafe_otel.partial_success import refusal_status, rejected_count
 from cafe_otel.processor_metrics import ProcessorMetrics
 
 
@@ -63,6 +64,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         target: str | None = None,
         meter_provider: MeterProvider | None = None,
         rejected: Callable[[], int] | None = None,
+        refused: Callable[[], int | None] | None = None,
     ) -> None:
         """An export that has not answered within `export_timeout` + `export_grace` seconds
         has its batch counted as lost and the worker moves on (the grace lets an OTLP
@@ -71,7 +73,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         `meter_provider`, the processor also reports the SDK's `otel.sdk.processor.span.*`
         metrics (see `cafe_otel.processor_metrics`). `rejected`, when given, says after an
         export the exporter called a success how many of its spans the receiver rejected
-        (OTLP's partial success, `cafe_otel.partial_success`): those are counted as lost."""
+        (OTLP's partial success, `cafe_otel.partial_success`): those are counted as lost.
+        `refused`, when given, says after such an export the status of an answer that was not
+        2xx (a redirect the exporter called a success): then the whole batch is lost."""
         if max_queue_size < 1 or max_export_batch_size < 1:
             raise ValueError("queue and batch sizes must be positive")
         # A zero delay would spin the worker; NaN or inf would kill it in Condition.wait.
@@ -81,6 +85,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             raise ValueError(f"shutdown_timeout must be a finite number of seconds, not {shutdown_timeout!r}")
         self._exporter = exporter
         self._rejected = rejected
+        self._refused = refused
         self.account = account if account is not None else TelemetryAccount()
         self._max_queue = max_queue_size
         self._batch = max_export_batch_size
@@ -141,7 +146,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             if batch is not None:
                 if self._metrics is not None:
                     self._metrics.submitted(batch.count)
-                self._rejected_count(0)  # what an earlier export's late answer reported belongs to no batch now
+                # What an earlier export's late answer reported belongs to no batch now.
+                self._rejected_count(0)
+                self._refusal()
                 self._settle(batch, self._exports.call(self._exporter.export, spans))
             with self._cond:
                 self._in_flight = None
@@ -156,7 +163,12 @@ class BoundedBatchSpanProcessor(SpanProcessor):
     def _settle(self, batch: _Batch, outcome: Outcome) -> None:
         if not batch.settle(self._settle_lock):
             return  # shutdown already counted it as lost
-        if export_succeeded(outcome):
+        refusal = self._refusal() if export_succeeded(outcome) else None
+        if refusal is not None:
+            self.account.add_export_failed(
+                batch.count, f"export to {self._target}: the receiver answered {refusal}, not 2xx; "
+                             "nothing was delivered", str(refusal))
+        elif export_succeeded(outcome):
             rejected = self._rejected_count(batch.count)
             self.account.add_exported(batch.count - rejected)
             if rejected:
@@ -171,6 +183,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
 
     def _rejected_count(self, sent: int) -> int:
         return rejected_count(self._rejected, sent, self.account.note_error, f"export to {self._target}")
+
+    def _refusal(self) -> int | None:
+        return refusal_status(self._refused, self.account.note_error, f"export to {self._target}")
 
     def _why(self, outcome: Outcome) -> str:
         if outcome.error_type == TIMEOUT:
@@ -220,8 +235,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             if self._metrics is not None:
                 self._metrics.dropped(left, SHUTDOWN_TIMEOUT)
         if in_flight is not None and in_flight.settle(self._settle_lock):
-            self.account.add_export_failed(in_flight.count, f"export to {self._target} still in flight "
-                                           f"when {why}", SHUTDOWN_TIMEOUT)
+            # No answer yet is not a loss: the receiver may still store every span of it.
+            self.account.add_unconfirmed(in_flight.count, f"an export to {self._target} was still in flight "
+                                         f"when {why}")
         # The exporter's own shutdown gets what is left of the bound; started even when none
         # is (an OTLP exporter's shutdown is what ends its retry sleep), never waited past it.
         outcome = self._control.call(self._exporter.shutdown, timeout=deadline - time.monotonic())

@@ -3,9 +3,12 @@
 The OTLP exporters log retries and failures through Python logging, and their text names
 the endpoint as they were given it: with its query string (`?token=...`) and, for HTTP,
 inside the transport's own error text. While a command runs, `ExporterLogCapture` holds
-every WARNING-or-worse record of the `opentelemetry` and `grpc` loggers; the last one,
-redacted, joins the command's single telemetry line. `CAFE_DEBUG=1` writes each record
-(redacted) to stderr as it comes. Redaction is `redactor(settings)`: every credential the
+every WARNING-or-worse record of the `opentelemetry` and `grpc` loggers. The command's
+single telemetry line names only the last one's kind (`last_kind`: an HTTP status, a gRPC
+status code, an exception's class), never its text: that text quotes what the receiver
+answered (an HTTP reason phrase, a gRPC status message), which is the receiver's to write
+and may hold anything, a credential included. `CAFE_DEBUG=1` writes each record (redacted)
+to stderr as it comes. Redaction is `redactor(settings)`: every credential the
 settings hold (header values, the endpoint's user, password and query) is masked, and the
 endpoint is shown as error texts show it (`display_endpoint`).
 
@@ -21,13 +24,13 @@ import logging
 import re
 import sys
 from collections.abc import Callable
+from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-from cafe_otel.settings import Settings, display_endpoint
+from cafe_otel.settings import display_endpoint
 
 LOGGERS = ("opentelemetry", "grpc")
 MASK = "***"
-MAX_CHARS = 160
 # A query string on anything URL-like: `host:4317?token=x`, `/v1/traces?token=x`.
 _QUERY = re.compile(r"(?<=[\w/\].:-])\?[^\s'\"()<>,]*")
 # The user:password@ part of a URL.
@@ -36,7 +39,17 @@ _USERINFO = re.compile(r"(?<=//)[^/\s@'\"]+@")
 Redactor = Callable[[str], str]
 
 
-def _credentials(settings: Settings) -> list[str]:
+class Destination(Protocol):
+    """What an exporter was told about where it sends (`Settings`, `MetricSettings`)."""
+
+    @property
+    def endpoint(self) -> str: ...
+
+    @property
+    def headers(self) -> dict[str, str]: ...
+
+
+def _credentials(settings: Destination) -> list[str]:
     found = [value for value in settings.headers.values() if value]
     parts = urlsplit(settings.endpoint)
     for piece in (parts.username, parts.password, parts.query):
@@ -46,20 +59,23 @@ def _credentials(settings: Settings) -> list[str]:
         value = item.partition("=")[2]
         if value:
             found.append(value)
+    return found
+
+
+def redactor(*destinations: Destination | None) -> Redactor:
+    """A function that makes a text fit to print: no credential from any of `destinations`
+    (each signal's settings), no query string, no user:password, each endpoint as our own
+    error texts show it."""
+    given = [found for found in destinations if found is not None]
+    found = [secret for destination in given for secret in _credentials(destination)]
     forms = {form for secret in found for form in (secret, unquote(secret), quote(secret, safe=""))}
-    return sorted((form for form in forms if len(form) >= 3), key=len, reverse=True)
-
-
-def redactor(settings: Settings | None) -> Redactor:
-    """A function that makes a text fit to print: no credential from `settings`, no query
-    string, no user:password, the endpoint as our own error texts show it."""
-    secrets = _credentials(settings) if settings is not None else []
-    shown = display_endpoint(settings.endpoint) if settings is not None else None
-    raw = settings.endpoint if settings is not None else None
+    secrets = sorted((form for form in forms if len(form) >= 3), key=len, reverse=True)
+    endpoints = [(destination.endpoint, display_endpoint(destination.endpoint)) for destination in given]
 
     def redact(text: str) -> str:
-        if raw and shown and raw != shown:
-            text = text.replace(raw, shown)
+        for raw, shown in endpoints:
+            if raw != shown:
+                text = text.replace(raw, shown)
         for secret in secrets:
             text = text.replace(secret, MASK)
         text = _USERINFO.sub("", text)
@@ -68,29 +84,47 @@ def redactor(settings: Settings | None) -> Redactor:
     return redact
 
 
+def kind_of(record: logging.LogRecord) -> str | None:
+    """What a record's arguments say of a failure's kind: an HTTP status (`HTTP 500`), a gRPC
+    status code (`gRPC UNAVAILABLE`) or an exception's class; None when they say none. The
+    record's text is not read (see the module's docstring)."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    for arg in args:
+        if isinstance(arg, bool):
+            continue
+        if isinstance(arg, int) and 100 <= arg <= 599:
+            return f"HTTP {arg}"
+        name = getattr(arg, "name", None)
+        if type(arg).__name__ == "StatusCode" and isinstance(name, str):
+            return f"gRPC {name}"
+        if isinstance(arg, BaseException):
+            return type(arg).__name__
+    return None
+
+
 class ExporterLogCapture(logging.Handler):
     """Holds the `opentelemetry` and `grpc` loggers' records while a command runs.
-    A context manager; `last` is the last record's first line, redacted and shortened."""
+    A context manager; `last_kind` is the kind of the last record that names one (`kind_of`)."""
 
     LOGGER = "opentelemetry.exporter.otlp"  # where the exporters' retry notices come from
-    MAX_CHARS = MAX_CHARS
 
     def __init__(self, redact: Redactor | None = None, *, debug: bool = False) -> None:
         super().__init__(logging.WARNING)
-        self.last: str | None = None
+        self.last_kind: str | None = None
         self._redact = redact or redactor(None)
         self._debug = debug
         self._saved: list[tuple[logging.Logger, bool]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        self.last_kind = kind_of(record) or self.last_kind
+        if not self._debug:
+            return
         try:
             text = self._redact(record.getMessage())
         except Exception:  # a log record that cannot be formatted is not worth failing for
             return
         lines = text.splitlines() or [""]
-        self.last = lines[0][: self.MAX_CHARS] + ("…" if len(lines[0]) > self.MAX_CHARS else "")
-        if self._debug:
-            sys.stderr.write(f"cafe: debug: {record.name}: {' | '.join(lines)}\n")
+        sys.stderr.write(f"cafe: debug: {record.name}: {' | '.join(lines)}\n")
 
     def __enter__(self) -> ExporterLogCapture:
         for name in LOGGERS:

@@ -7,39 +7,47 @@ Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is s
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.
 What the exporters and gRPC print meanwhile is held and redacted (`cli_logs`).
+
+Loading the plugin imports no OpenTelemetry SDK: the `cafe` command loads it for every
+command, and the SDK reads `os.environ` when it is imported. The SDK is imported through
+`cafe_otel._environment.import_sdk` when a command first needs it, after the settings of
+the environ handed in were resolved and checked.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
-
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cafe.argtypes import file_to_read
 from cafe.errors import CafeError
-from cafe.recording.errors import RecordingError
 from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
-from cafe.trace.clock import Clock, TickClock
+from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
 from cafe.urls import http_url_problem, shown_url
-from cafe_otel import demo
+from cafe_otel._config import variables as v
+from cafe_otel._config.numbers import ascii_decimal
+from cafe_otel._environment import import_sdk
 from cafe_otel.cli_logs import ExporterLogCapture, redactor
-from cafe_otel.configure import DEFAULT_SHUTDOWN_TIMEOUT, TelemetryHandle, configure
-from cafe_otel.golden import check_golden
-from cafe_otel.ids import SequentialIdGenerator
-from cafe_otel.otlp import encode
-from cafe_otel.recording_export import export_recording
-from cafe_otel.settings import GRPC, HTTP, MAX_SECONDS, TelemetryConfigError, seconds_in_range
-from cafe_otel.span_listener import SpanListener
+from cafe_otel.settings import (
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    GRPC,
+    HTTP,
+    MAX_SECONDS,
+    TelemetryConfigError,
+    resolve_settings,
+    seconds_in_range,
+)
 
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+if TYPE_CHECKING:
+    from cafe_otel.configure import TelemetryHandle
+
+ENDPOINT_VARIABLES = v.ENDPOINT_VARIABLES
 
 
 class TelemetryExportFailed(CafeError):
@@ -53,13 +61,10 @@ class NothingToExportTo(CafeError):
 
 
 def _seconds(text: str) -> float:
-    """A number of seconds in [0, MAX_SECONDS] (nan and inf are not a bound)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text[:20]!r}") from None
-    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds in [0, {MAX_SECONDS:g}]")
+    """A number of seconds in [0, MAX_SECONDS], in ASCII digits (nan and inf are not a bound)."""
+    value = ascii_decimal(text)
+    if value is None or not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds in [0, {MAX_SECONDS:g}], in ASCII digits")
     return value
 
 
@@ -83,6 +88,11 @@ def _wanted(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
 
 
 def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any) -> TelemetryHandle:
+    # Resolved first: a bad setting of `environ` is its own named error before the SDK is imported.
+    resolve_settings(endpoint=args.otlp or None, protocol=args.otlp_protocol, environ=environ)
+    import_sdk()
+    from cafe_otel.configure import configure
+
     return configure(
         endpoint=args.otlp or None,
         protocol=args.otlp_protocol,
@@ -94,18 +104,19 @@ def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any
 
 def report_line(handle: TelemetryHandle, capture: ExporterLogCapture | None) -> str:
     line = f"telemetry: {handle.account.summary()}"
-    if capture is not None and capture.last and handle.account.dropped:
-        line += f" (exporter: {capture.last})"
+    if capture is not None and capture.last_kind and handle.account.dropped:
+        # Its kind only: the exporter's text quotes the receiver's answer (`cli_logs`).
+        line += f" (exporter: {capture.last_kind})"
     # The same redaction as the exporters' lines: nothing in it may carry a credential.
-    return redactor(handle.settings)(line)
+    return redactor(handle.settings, handle.metric_settings)(line)
 
 
 def _debug(environ: Mapping[str, str]) -> bool:
-    return bool(environ.get("CAFE_DEBUG"))
+    return bool(environ.get(v.CAFE_DEBUG))
 
 
 def _capture(handle: TelemetryHandle, environ: Mapping[str, str]) -> ExporterLogCapture:
-    return ExporterLogCapture(redactor(handle.settings), debug=_debug(environ))
+    return ExporterLogCapture(redactor(handle.settings, handle.metric_settings), debug=_debug(environ))
 
 
 def _quiet_grpc_core(environ: Mapping[str, str]) -> None:
@@ -126,12 +137,23 @@ class OTelSession:
     trace_ui: str | None = None  # CAFE_JAEGER_URL: a Jaeger UI whose /trace/<id> shows a trace
 
     def notes(self) -> list[str]:
-        """The trace id of each shift sent (and its page, with CAFE_JAEGER_URL)."""
+        """The trace id of each shift sent (and its page, with CAFE_JAEGER_URL), once close()
+        has settled the account: only when spans were delivered, marked when delivery is
+        unconfirmed, and none when nothing was delivered (the link would show nothing)."""
+        from cafe_otel.span_listener import SpanListener
+
         listener = getattr(self.tracer, "span_listener", None)
         ids = listener.trace_ids if isinstance(listener, SpanListener) else []
+        account = self.handle.account
+        if account.exported:
+            mark = ""
+        elif account.unconfirmed:
+            mark = "  (unconfirmed: its export had not answered when the command ended)"
+        else:
+            return []
         if self.trace_ui:
-            return [f"trace: {trace_id}  {self.trace_ui.rstrip('/')}/trace/{trace_id}" for trace_id in ids]
-        return [f"trace: {trace_id}" for trace_id in ids]
+            return [f"trace: {trace_id}  {self.trace_ui.rstrip('/')}/trace/{trace_id}{mark}" for trace_id in ids]
+        return [f"trace: {trace_id}{mark}" for trace_id in ids]
 
     def protect(self, secrets: list[str]) -> None:
         """The live client's secrets: never in a span (content is scrubbed of them)."""
@@ -146,22 +168,20 @@ class OTelSession:
         return [report_line(self.handle, self.logs)]
 
 
-def _replay_timeline(args: argparse.Namespace) -> tuple[Clock, int] | None:
-    # A replay's spans sit on the recording's own timeline, one tick a second after its
-    # origin, so replaying twice gives the same timestamps.
-    try:
-        recording = load_recording(args.path, allow_truncated=getattr(args, "allow_truncated", False))
-    except RecordingError:
-        return None  # `cafe replay` itself reports the problem, with its own exit code
-    return TickClock(), recording.header.clock_origin_unix_nano or 0
-
-
 def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
+    if args.timeout is not None:
+        seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     if args.out:
         # Checked before any work: the output must not destroy the recording it is made from.
         check_output(args.out, reads=[args.recording], private=bool(args.capture_content))
+        import_sdk()
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from cafe_otel.ids import SequentialIdGenerator
+        from cafe_otel.otlp import encode
+        from cafe_otel.recording_export import export_recording
+
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
                          service_name=args.service_name, metrics=False)
@@ -187,21 +207,34 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     if handle.provider is None or handle.settings is None:
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0
+    from cafe_otel.failsoft import GRACE_SECONDS
+    from cafe_otel.recording_export import export_recording
+
+    # Delivering is this command's whole job: it waits as long as one export may take (the
+    # export timeout in force, and the grace its exporter is given), not the short exit bound.
+    wait = args.timeout if args.timeout is not None else handle.settings.export_timeout + 2 * GRACE_SECONDS
     with _capture(handle, environ) as logs:
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture,
                                  environ=environ)
-        handle.shutdown(args.timeout)
+        handle.shutdown(wait)
     account = handle.account
     report = report_line(handle, logs)
-    if account.dropped or account.exported < count:
-        # One line on stderr: the error carries the report.
-        raise TelemetryExportFailed(f"{count - account.exported} of {count} spans were not exported ({report})")
+    if account.exported < count:
+        # One line on stderr: the error carries the report. Unconfirmed is not called lost.
+        missing = count - account.exported
+        if account.unconfirmed:
+            raise TelemetryExportFailed(f"{missing} of {count} spans were not confirmed delivered "
+                                        f"({account.unconfirmed} unconfirmed: {report})")
+        raise TelemetryExportFailed(f"{missing} of {count} spans were not exported ({report})")
     err.write(report + "\n")
     out.write(f"exported {count} spans ({len(recording.calls)} model calls) from {args.recording}\n")
     return 0
 
 
 def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    import_sdk()
+    from cafe_otel.golden import check_golden
+
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     out.write(check_golden(recording, args.golden, update=args.update) + "\n")
     return 0
@@ -226,8 +259,9 @@ class OTelCliPlugin:
         export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
         export.add_argument("--allow-truncated", action="store_true",
                             help="convert the complete calls of a recording whose last line was cut short")
-        export.add_argument("--timeout", type=_seconds, default=DEFAULT_SHUTDOWN_TIMEOUT,
-                            help="seconds to wait for the collector at the end (default %(default)s)")
+        export.add_argument("--timeout", type=_seconds, default=None,
+                            help="seconds to wait for the collector at the end (default: the export "
+                                 "timeout, OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, 5 s unless set)")
         _add_options(export)
         export.set_defaults(run=_run_export)
 
@@ -240,26 +274,30 @@ class OTelCliPlugin:
         golden.add_argument("--allow-truncated", action="store_true",
                             help="replay the complete calls of a recording whose last line was cut short")
         golden.set_defaults(run=_run_golden)
+        # The commands are registered for every `cafe` command; the demo's module is the SDK's
+        # first import, through the guard that names a span limit the SDK refuses.
+        import_sdk()
+        from cafe_otel import demo
+
         demo.register(commands)
 
     def open_session(
-        self, args: argparse.Namespace, environ: Mapping[str, str], clock: Clock | None
+        self, args: argparse.Namespace, environ: Mapping[str, str], *, clock: Clock | None,
+        origin_unix_nano: int | None, secrets: Sequence[str] = (),
     ) -> OTelSession | None:
+        """The harness hands over what it holds: the shift's clock and where its readings sit
+        on the wall clock (a replay: the recording's own origin, one tick a second, so replaying
+        twice gives the same timestamps), and the live client's secrets (never in a span)."""
         if not _wanted(args, environ):
             return None
         trace_ui = _trace_ui(environ)  # checked before a handle exists that would need closing
         _quiet_grpc_core(environ)
-        handle = _handle(args, environ)
+        handle = _handle(args, environ, secrets=tuple(secrets))
         if not handle.enabled:
             return None  # OTEL_SDK_DISABLED: the harness keeps its own tracer
-        # A clock with an origin (the shift's timeline) puts the OTel spans on it too, so
-        # a recorded call's start is its exported chat span's start, to the nanosecond.
-        origin = getattr(clock, "origin_unix_nano", None)
-        if getattr(args, "command", None) == "replay" and clock is None:
-            timeline = _replay_timeline(args)
-            if timeline is not None:
-                clock, origin = timeline
-        return OTelSession(handle, handle.tracer(clock, origin_unix_nano=origin),
+        # The OTel spans sit on the harness's clock too, so a recorded call's start is its
+        # exported chat span's start, to the nanosecond.
+        return OTelSession(handle, handle.tracer(clock, origin_unix_nano=origin_unix_nano),
                            logs=_capture(handle, environ).__enter__(),
                            trace_ui=trace_ui)
 
@@ -267,7 +305,7 @@ class OTelCliPlugin:
 def _trace_ui(environ: Mapping[str, str]) -> str | None:
     """CAFE_JAEGER_URL as the trace notes print it: an http(s) URL with a host, shown without
     a user:password, query or fragment (the notes go to stdout, and so into CI logs)."""
-    raw = environ.get("CAFE_JAEGER_URL", "").strip()
+    raw = environ.get(v.CAFE_JAEGER_URL, "").strip()
     if not raw:
         return None
     problem = http_url_problem(raw)

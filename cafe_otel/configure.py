@@ -17,7 +17,6 @@ How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.s
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 import uuid
@@ -38,34 +37,30 @@ from cafe.trace.clock import Clock
 from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
+from cafe_otel._config.signal import checked_headers
 from cafe_otel._environment import span_limits
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode, content_scrubber
 from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
-from cafe_otel.metric_settings import metrics_wanted, resolve_metric_settings
+from cafe_otel.metric_settings import MetricSettings, metrics_wanted, resolve_metric_settings
 from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
 from cafe_otel.metrics_listener import MetricsListener, our_scope
 from cafe_otel.partial_success import RejectionCounter
 from cafe_otel.sampling import sampler_from
 from cafe_otel.settings import (
+    DEFAULT_SHUTDOWN_TIMEOUT,
     GRPC,
     Settings,
-    TelemetryConfigError,
     display_endpoint,
     resolve_batch_settings,
     resolve_settings,
     seconds_in_range,
 )
-from cafe_otel.tls import TlsSettings, resolve_tls
+from cafe_otel.tls import TlsSettings
 from cafe_otel.tracer import OTelTracer
 
-# How long a process waits for the collector when it exits. Short on purpose: buffering
-# and retry belong to the Collector next to the service (collector-config/), not to the
-# request path; a process handing spans to a local Collector needs milliseconds, and a
-# dead one must not hold the exit (the stock SDK waits 7-30 s). What is left is counted.
-DEFAULT_SHUTDOWN_TIMEOUT = 0.5
 REPLAY_HASH_KEY = b"cafe-otel replay"
 
 
@@ -84,36 +79,18 @@ def build_resource(settings: Settings, *, replay: bool) -> Resource:
     return Resource(attributes)
 
 
-_HEADER_KEY = re.compile(r"[0-9a-z_.-]+")
-
-
 def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str]:
-    """Header keys lowercased: gRPC metadata keys must be lowercase (an uppercase one makes
-    gRPC's core print a multi-line warning on every export and the export fail), and HTTP
-    header names are case-insensitive. A key or value no header can carry is a
-    configuration error, named by its position (the text itself may be a credential)."""
-    found: dict[str, str] = {}
-    for number, (key, value) in enumerate(headers.items(), start=1):
-        name = key.strip().lower()
-        if not _HEADER_KEY.fullmatch(name):
-            raise TelemetryConfigError(
-                f"OTLP header {number}: its key is not a header name (letters, digits, '-', '_', '.')")
-        if protocol == GRPC and name.endswith("-bin"):
-            raise TelemetryConfigError(f"OTLP header {name!r}: binary (-bin) gRPC metadata is not supported")
-        if any(not " " <= char <= "~" for char in value):
-            raise TelemetryConfigError(
-                f"OTLP header {name!r}: its value holds characters a header cannot carry (printable ASCII only)")
-        found[name] = value
-    return found
+    """Header keys lowercased and checked as resolution checks them (`checked_headers`)."""
+    return checked_headers(list(headers.items()), protocol, "the headers")
 
 
 def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
                         rejections: RejectionCounter | None = None) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
-    # `tls` is the traces' (`cafe_otel.tls`); none given: no files, TLS only for https://.
+    # `tls` is the traces' (`cafe_otel.tls`); none given: the settings' own.
     # `rejections` reads each OTLP/HTTP answer for spans rejected in a 2xx (gRPC's exporter
     # hands no answer back).
-    tls = TlsSettings() if tls is None else tls
+    tls = settings.tls if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
         from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
@@ -159,6 +136,7 @@ class TelemetryHandle:
     settings: Settings | None = None
     replay: bool = False
     meter_provider: MeterProvider | None = None
+    metric_settings: MetricSettings | None = None
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     _batch: BoundedBatchSpanProcessor | None = field(default=None, repr=False)
     _sanitiser: MetadataOnlySpanProcessor | None = field(default=None, repr=False)
@@ -288,12 +266,12 @@ def configure(
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
     # Explicit, and checked before any thread starts: the SDK's default would read
     # os.environ, whatever `environ` says.
-    chosen_sampler = sampler if sampler is not None else sampler_from(os.environ if environ is None else environ)
     env = os.environ if environ is None else environ
+    chosen_sampler = sampler if sampler is not None else sampler_from(env)
     rejections = (RejectionCounter("spans", on_unreadable=account.note_error)
                   if exporter is None and settings.protocol != GRPC else None)
     inner = exporter if exporter is not None else build_otlp_exporter(
-        settings, resolve_tls(env, "TRACES", settings.protocol), rejections)
+        settings, settings.tls, rejections)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
     batch = BoundedBatchSpanProcessor(
@@ -301,6 +279,7 @@ def configure(
         max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
         schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
         rejected=rejections.take if rejections is not None else None,
+        refused=rejections.take_refusal if rejections is not None else None,
     )
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
@@ -308,7 +287,7 @@ def configure(
     if metadata_only:
         sanitiser = MetadataOnlySpanProcessor(
             batch, allowlist=allowlist, account=account, secrets=secrets,
-            content_scrubber=content_scrubber(os.environ if environ is None else environ)
+            content_scrubber=content_scrubber(env)
             if settings.capture.enabled else None,
             # A replay's bytes must not depend on a random key (golden files).
             hash_key=REPLAY_HASH_KEY if replay else None)
@@ -317,7 +296,7 @@ def configure(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
         id_generator=id_generator,
         sampler=chosen_sampler,
-        span_limits=span_limits(os.environ if environ is None else environ),  # checked, not a ValueError
+        span_limits=span_limits(env),  # checked, not a ValueError
         # Our handle's shutdown is the bounded one; at exit the provider's hook finds
         # everything already closed, or closes it within the batch processor's bound.
         shutdown_on_exit=True,
@@ -331,20 +310,20 @@ def configure(
     # need their own exporter (or metrics=True) rather than an OTLP default of their own.
     if metrics is None and exporter is not None and metric_exporter is None:
         metrics = False
-    if metrics_wanted(metrics, environ):
-        metric_settings = resolve_metric_settings(settings, endpoint=endpoint, export_interval=metric_export_interval,
-                                                  environ=environ)
+    if metrics_wanted(metrics, env):
+        metric_settings = resolve_metric_settings(settings.options, export_interval=metric_export_interval,
+                                                  environ=env)
+        handle.metric_settings = metric_settings
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
-                            if metric_exporter is None and settings.protocol != GRPC else None)
+                            if metric_exporter is None and metric_settings.protocol != GRPC else None)
         inner_metrics = (metric_exporter if metric_exporter is not None else
-                         build_otlp_metric_exporter(settings, metric_settings,
-                                                    exporter_headers(metric_settings.headers, settings.protocol),
-                                                    resolve_tls(env, "METRICS", settings.protocol), point_rejections))
+                         build_otlp_metric_exporter(metric_settings, point_rejections))
         ours = InProcessMetrics(our_scope())
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
-            settings, metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
+            metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
             explicit_exporter=metric_exporter is not None, ours=ours,
-            rejected=point_rejections.take if point_rejections is not None else None)
+            rejected=point_rejections.take if point_rejections is not None else None,
+            refused=point_rejections.take_refusal if point_rejections is not None else None)
         handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()

@@ -5,11 +5,12 @@
   value is a configuration error, never a silent no-op.
 - `OTEL_METRIC_EXPORT_INTERVAL` (ms, default 60000): how often the periodic reader
   exports; a shift shorter than that exports its metrics once, at shutdown.
-- `OTEL_METRIC_EXPORT_TIMEOUT` (ms): one metric export's bound; default the traces' timeout.
-- Endpoint: `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` (a full URL, used as is), else the base the
-  traces use (an explicit endpoint argument or `OTEL_EXPORTER_OTLP_ENDPOINT`), to which OTLP/HTTP
-  appends `/v1/metrics`. Protocol, headers and compression are the traces' unless
-  `OTEL_EXPORTER_OTLP_METRICS_HEADERS` is set.
+- `OTEL_METRIC_EXPORT_TIMEOUT` (ms): one metric export's bound; default the metrics exporter's
+  timeout (`OTEL_EXPORTER_OTLP_(METRICS_)TIMEOUT`).
+- The exporter's endpoint, protocol, headers, timeout, compression and TLS are resolved as the
+  traces' are, by the same function (`cafe_otel._config.signal.resolve_signal("metrics", ...)`):
+  an explicit argument, else the `OTEL_EXPORTER_OTLP_METRICS_*` variable, else the general
+  `OTEL_EXPORTER_OTLP_*` one. A `TRACES_` variable never applies to metrics.
 - `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE` (`cumulative`, `delta`, `lowmemory`) and
   `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION` (`explicit_bucket_histogram`,
   `base2_exponential_bucket_histogram`) are read here, from the same environment as the rest,
@@ -22,7 +23,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.metrics import (
     Counter,
@@ -39,34 +39,46 @@ from opentelemetry.sdk.metrics.view import (
     ExponentialBucketHistogramAggregation,
 )
 
-from cafe_otel.settings import (
-    HTTP,
-    HTTP_TRACES_PATH,
-    Settings,
-    TelemetryConfigError,
-    check_endpoint,
-    display_endpoint,
-    millis_in_range,
-    parse_key_values,
-    seconds_in_range,
-)
+from cafe_otel._config import variables as v
+from cafe_otel._config.parse import TelemetryConfigError, display_endpoint, millis_in_range, seconds_in_range
+from cafe_otel._config.signal import NO_OPTIONS, OTLPOptions, SignalConfig, resolve_signal
+from cafe_otel.tls import TlsSettings
 
 OTLP, NONE = "otlp", "none"
-HTTP_METRICS_PATH = "/v1/metrics"
 DEFAULT_EXPORT_INTERVAL = 60.0  # seconds: the specification's 60000 ms
 
 
 @dataclass(frozen=True)
 class MetricSettings:
-    endpoint: str
-    headers: dict[str, str]
+    exporter: SignalConfig  # the metrics' own OTLP exporter settings
     export_interval: float  # seconds
-    export_timeout: float  # seconds
+    export_timeout: float  # seconds: one export's bound (OTEL_METRIC_EXPORT_TIMEOUT, else the exporter's)
     temporality: str = "cumulative"  # one of TEMPORALITIES
     histogram_aggregation: str = "explicit_bucket_histogram"  # one of HISTOGRAM_AGGREGATIONS
 
+    @property
+    def endpoint(self) -> str:
+        return self.exporter.endpoint
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.exporter.headers
+
+    @property
+    def protocol(self) -> str:
+        return self.exporter.protocol
+
+    @property
+    def compression(self) -> str | None:
+        return self.exporter.compression
+
+    @property
+    def tls(self) -> TlsSettings:
+        return self.exporter.tls
+
     def __repr__(self) -> str:
-        return (f"MetricSettings(endpoint={display_endpoint(self.endpoint)!r}, headers={sorted(self.headers)!r}, "
+        return (f"MetricSettings(protocol={self.protocol!r}, endpoint={display_endpoint(self.endpoint)!r}, "
+                f"headers={sorted(self.headers)!r}, "
                 f"export_interval={self.export_interval}, export_timeout={self.export_timeout}, "
                 f"temporality={self.temporality!r}, histogram_aggregation={self.histogram_aggregation!r})")
 
@@ -89,12 +101,12 @@ def metrics_wanted(explicit: bool | None, environ: Mapping[str, str] | None = No
     if explicit is not None:
         return explicit
     env = os.environ if environ is None else environ
-    raw = env.get("OTEL_METRICS_EXPORTER", "").strip().lower()
+    raw = env.get(v.OTEL_METRICS_EXPORTER, "").strip().lower()
     if raw in ("", OTLP):
         return True
     if raw == NONE:
         return False
-    raise TelemetryConfigError(f"OTEL_METRICS_EXPORTER: {raw[:20]!r} is not otlp or none")
+    raise TelemetryConfigError(f"{v.OTEL_METRICS_EXPORTER}: {raw[:20]!r} is not otlp or none")
 
 
 def _millis(env: Mapping[str, str], variable: str) -> float | None:
@@ -104,24 +116,9 @@ def _millis(env: Mapping[str, str], variable: str) -> float | None:
     return millis_in_range(raw, variable)
 
 
-def _metrics_endpoint(traces: Settings, explicit_endpoint: str | None, env: Mapping[str, str]) -> str:
-    signal = env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
-    if explicit_endpoint is None and signal:
-        return check_endpoint(signal, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    url = traces.endpoint
-    if traces.protocol != HTTP:
-        return url
-    path = urlsplit(url).path
-    if path.endswith(HTTP_TRACES_PATH):  # the traces' base with their path appended
-        return url[: len(url) - len(HTTP_TRACES_PATH)] + HTTP_METRICS_PATH
-    if path in ("", "/"):
-        return url.rstrip("/") + HTTP_METRICS_PATH
-    return url  # an explicit path of the user's own: both signals go there
-
-
-TEMPORALITY_VARIABLE = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+TEMPORALITY_VARIABLE = v.OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE
 TEMPORALITIES = ("cumulative", "delta", "lowmemory")
-HISTOGRAM_VARIABLE = "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"
+HISTOGRAM_VARIABLE = v.OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION
 HISTOGRAM_AGGREGATIONS = ("explicit_bucket_histogram", "base2_exponential_bucket_histogram")
 
 
@@ -138,29 +135,25 @@ def _check_sdk_choices(env: Mapping[str, str]) -> None:
 
 
 def resolve_metric_settings(
-    traces: Settings,
+    options: OTLPOptions = NO_OPTIONS,
     *,
-    endpoint: str | None = None,
     export_interval: float | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> MetricSettings:
-    """`traces` is the resolved span settings (protocol, headers and base endpoint are shared);
-    `endpoint` the explicit endpoint argument `configure` was given, if any."""
+    """`options`: the explicit exporter arguments `configure` was given (they apply to both
+    signals, as `Settings.options` keeps them); the rest is the metrics' own variables, else
+    the general ones."""
     env = os.environ if environ is None else environ
     _check_sdk_choices(env)
+    exporter = resolve_signal("metrics", env, options)
     if export_interval is not None:
         interval = seconds_in_range(export_interval, "metric export_interval argument")
     else:
-        interval = _millis(env, "OTEL_METRIC_EXPORT_INTERVAL") or DEFAULT_EXPORT_INTERVAL
-    timeout = _millis(env, "OTEL_METRIC_EXPORT_TIMEOUT") or traces.export_timeout
-    raw_headers = env.get("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "").strip()
-    headers = (parse_key_values(raw_headers, "OTEL_EXPORTER_OTLP_METRICS_HEADERS") if raw_headers
-               else dict(traces.headers))
+        interval = _millis(env, v.OTEL_METRIC_EXPORT_INTERVAL) or DEFAULT_EXPORT_INTERVAL
     return MetricSettings(
-        endpoint=_metrics_endpoint(traces, endpoint, env),
-        headers=headers,
+        exporter=exporter,
         export_interval=interval,
-        export_timeout=timeout,
+        export_timeout=_millis(env, v.OTEL_METRIC_EXPORT_TIMEOUT) or exporter.timeout,
         temporality=(env.get(TEMPORALITY_VARIABLE) or "cumulative").strip().lower(),
         histogram_aggregation=env.get(HISTOGRAM_VARIABLE) or "explicit_bucket_histogram",
     )

@@ -21,16 +21,15 @@ from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
 from opentelemetry.sdk.resources import Resource
 
-from cafe.trace.failsoft import FailSoft
+from cafe.trace.failsoft import TIMEOUT, FailSoft
 from cafe_otel.account import REJECTED, TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.failsoft import GRACE_SECONDS
 from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
-from cafe_otel.partial_success import RejectionCounter, rejected_count
+from cafe_otel.partial_success import RejectionCounter, refusal_status, rejected_count
 from cafe_otel.resource_secrets import ResourceGuard
-from cafe_otel.settings import GRPC, Settings, display_endpoint
-from cafe_otel.tls import TlsSettings
+from cafe_otel.settings import GRPC, display_endpoint
 
 
 def count_points(data: MetricsData) -> int:
@@ -44,9 +43,11 @@ def count_points(data: MetricsData) -> int:
 
 class FailSoftMetricExporter(MetricExporter):
     def __init__(self, inner: MetricExporter, *, account: TelemetryAccount, export_timeout: float,
-                 target: str = "metrics exporter", rejected: Callable[[], int] | None = None) -> None:
+                 target: str = "metrics exporter", rejected: Callable[[], int] | None = None,
+                 refused: Callable[[], int | None] | None = None) -> None:
         # `rejected`: after an export the exporter called a success, how many of its points
-        # the receiver rejected (OTLP partial success, `cafe_otel.partial_success`).
+        # the receiver rejected (OTLP partial success, `cafe_otel.partial_success`); `refused`:
+        # the status of an answer that was not 2xx (a redirect), when the exporter called it a success.
         super().__init__(preferred_temporality=inner._preferred_temporality,
                          preferred_aggregation=inner._preferred_aggregation)
         self.inner = inner
@@ -54,6 +55,7 @@ class FailSoftMetricExporter(MetricExporter):
         self.export_timeout = export_timeout
         self._target = target
         self._rejected = rejected
+        self._refused = refused
         self._exports = FailSoft(export_timeout + GRACE_SECONDS, name="cafe-otel-metrics-export")
         self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-metrics-control")
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
@@ -108,10 +110,24 @@ class FailSoftMetricExporter(MetricExporter):
         # spans' exporter does); under a deadline, the deadline is the bound for both.
         inner_bound, wait = ((wanted, wanted + GRACE_SECONDS) if self._deadline is None
                              else (self._bound(wanted), self._bound(wanted)))
-        self._rejected_count(0)  # what an earlier export's late answer reported belongs to no export now
+        # What an earlier export's late answer reported belongs to no export now.
+        self._rejected_count(0)
+        self._refusal()
         outcome = self._exports.call(
             lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000), timeout=wait)
-        if outcome.ok and outcome.value is MetricExportResult.SUCCESS:
+        succeeded = outcome.ok and outcome.value is MetricExportResult.SUCCESS
+        refusal = self._refusal() if succeeded else None
+        if refusal is not None:
+            self.account.add_metric_points_dropped(
+                points, f"metrics export to {self._target}: the receiver answered {refusal}, not 2xx; "
+                        "nothing was delivered", str(refusal))
+            return MetricExportResult.FAILURE
+        if outcome.error_type == TIMEOUT and self._deadline is not None and wait < wanted:
+            # Cut short by shutdown's deadline, not by the export's own bound: no answer yet.
+            self.account.add_metric_points_unconfirmed(
+                points, f"a metrics export to {self._target} was still in flight when shutdown's bound ran out")
+            return MetricExportResult.FAILURE
+        if succeeded:
             rejected = self._rejected_count(points)
             self.account.add_metric_points_exported(points - rejected)
             if rejected:
@@ -127,6 +143,9 @@ class FailSoftMetricExporter(MetricExporter):
     def _rejected_count(self, sent: int) -> int:
         return rejected_count(self._rejected, sent, self.account.note_error, f"metrics export to {self._target}")
 
+    def _refusal(self) -> int | None:
+        return refusal_status(self._refused, self.account.note_error, f"metrics export to {self._target}")
+
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         outcome = self._control.call(lambda: self.inner.force_flush(timeout_millis),
                                      timeout=self._bound(timeout_millis / 1000))
@@ -137,13 +156,13 @@ class FailSoftMetricExporter(MetricExporter):
                            timeout=self._bound(min(timeout_millis / 1000, self.export_timeout)))
 
 
-def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettings,
-                               headers: dict[str, str], tls: TlsSettings | None = None,
+def build_otlp_metric_exporter(metric_settings: MetricSettings,
                                rejections: RejectionCounter | None = None) -> MetricExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
-    # `tls` is the metrics' (`cafe_otel.tls`); none given: no files, TLS only for https://.
-    tls = TlsSettings() if tls is None else tls
-    if settings.protocol == GRPC:
+    # Protocol, endpoint, headers, compression and TLS are the metrics' own (`MetricSettings.exporter`).
+    tls = metric_settings.tls
+    headers = metric_settings.headers  # lowercased and checked when resolved
+    if metric_settings.protocol == GRPC:
         from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
@@ -154,7 +173,8 @@ def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettin
             credentials=None if insecure else tls.grpc_credentials(),
             headers=headers or None,
             timeout=metric_settings.export_timeout,
-            compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
+            compression=GrpcCompression.Gzip if metric_settings.compression == "gzip"
+            else GrpcCompression.NoCompression,
             preferred_temporality=metric_settings.preferred_temporality(),
             preferred_aggregation=metric_settings.preferred_aggregation(),
         )
@@ -171,7 +191,7 @@ def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettin
         client_certificate_file=client_certificate_file,
         headers=headers,
         timeout=metric_settings.export_timeout,
-        compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
+        compression=HttpCompression.Gzip if metric_settings.compression == "gzip" else HttpCompression.NoCompression,
         session=session,
         preferred_temporality=metric_settings.preferred_temporality(),
         preferred_aggregation=metric_settings.preferred_aggregation(),
@@ -183,7 +203,6 @@ def build_otlp_metric_exporter(settings: Settings, metric_settings: MetricSettin
 
 
 def build_meter_provider(
-    settings: Settings,
     metric_settings: MetricSettings,
     *,
     resource: Resource,
@@ -192,11 +211,12 @@ def build_meter_provider(
     explicit_exporter: bool,
     ours: InProcessMetrics,
     rejected: Callable[[], int] | None = None,
+    refused: Callable[[], int | None] | None = None,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
-    target = (f"{settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
+    target = (f"{metric_settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
               else type(inner).__name__)
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
-                                      target=target, rejected=rejected)
+                                      target=target, rejected=rejected, refused=refused)
     reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
                                  export_timeout=metric_settings.export_timeout,
                                  on_failure=lambda report: account.add_mirror_error(str(report)))

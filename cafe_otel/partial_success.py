@@ -13,6 +13,11 @@ export the exporter called a success, how many of that batch were rejected. The 
 own `error_message` is never kept: it is server text and may echo what it was sent. A body
 that is not an OTLP response leaves the items counted as delivered (the status said so) and
 is noted. Over gRPC the SDK's exporter hands no response back, so nothing is counted there.
+
+The same hook keeps the status of an answer that is not 2xx: the SDK's OTLP/HTTP exporters
+call any status below 400 a success, but a 3xx (an http-to-https redirect, say, which they
+do not follow) delivered nothing. `take_refusal()` hands that status to the processor,
+which counts the whole export as not delivered.
 """
 
 from __future__ import annotations
@@ -33,6 +38,20 @@ _ANSWERS: dict[str, tuple[Any, str, str]] = {
 }
 # No OTLP response is this large; a longer body is not read as one.
 MAX_ANSWER_BYTES = 64 * 1024
+
+
+def refusal_status(refused: Callable[[], int | None] | None, note: Callable[[str], None],
+                   where: str) -> int | None:
+    """The non-2xx status `refused` reports for the last export (None: none, or no `refused`);
+    a callable that fails is noted under `where` and reports none."""
+    if refused is None:
+        return None
+    try:
+        status = refused()
+    except Exception as error:  # whatever it raised, the account must go on
+        note(f"{where}: reading the answer's status failed ({type(error).__name__})")
+        return None
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 def rejected_count(rejected: Callable[[], int] | None, sent: int, note: Callable[[str], None],
@@ -58,6 +77,7 @@ class RejectionCounter:
         self._on_unreadable = on_unreadable
         self._lock = threading.Lock()
         self._rejected = 0
+        self._refusal: int | None = None
 
     def __repr__(self) -> str:
         return f"RejectionCounter({self._signal!r}, pending={self._rejected})"
@@ -72,6 +92,12 @@ class RejectionCounter:
             rejected, self._rejected = self._rejected, 0
         return rejected
 
+    def take_refusal(self) -> int | None:
+        """The status of the last answer that was not 2xx since the last call (None: none)."""
+        with self._lock:
+            refusal, self._refusal = self._refusal, None
+        return refusal
+
     def add(self, rejected: int) -> None:
         with self._lock:
             self._rejected += rejected
@@ -79,6 +105,8 @@ class RejectionCounter:
     def _on_response(self, response: Any, *args: object, **kwargs: object) -> None:
         # Returns None: requests then keeps the response as it was.
         if not 200 <= response.status_code < 300:
+            with self._lock:
+                self._refusal = int(response.status_code)
             return
         body = response.content or b""
         if not body:

@@ -15,7 +15,6 @@ the specification's fallback (keep everything, log a warning) would not do what 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from opentelemetry.sdk.trace.sampling import (
@@ -27,10 +26,12 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from cafe_otel.settings import TelemetryConfigError, _shown
+from cafe_otel._config import variables as v
+from cafe_otel._config.numbers import ascii_decimal
+from cafe_otel._config.parse import TelemetryConfigError, shown
 
-SAMPLER_VARIABLE = "OTEL_TRACES_SAMPLER"
-ARGUMENT_VARIABLE = "OTEL_TRACES_SAMPLER_ARG"
+SAMPLER_VARIABLE = v.OTEL_TRACES_SAMPLER
+ARGUMENT_VARIABLE = v.OTEL_TRACES_SAMPLER_ARG
 DEFAULT_SAMPLER = "parentbased_always_on"
 # The ones built here, in the specification's spelling.
 SAMPLERS = ("always_on", "always_off", "traceidratio",
@@ -42,12 +43,10 @@ def _ratio(environ: Mapping[str, str]) -> float:
     raw = environ.get(ARGUMENT_VARIABLE, "").strip()
     if not raw:
         return 1.0  # the specification's default for a ratio sampler
-    try:
-        ratio = float(raw)
-    except ValueError:
-        ratio = math.nan
-    if not 0.0 <= ratio <= 1.0:  # NaN fails this too
-        raise TelemetryConfigError(f"{ARGUMENT_VARIABLE}: {_shown(raw, 30)} is not a ratio from 0 to 1")
+    ratio = ascii_decimal(raw)
+    if ratio is None or not 0.0 <= ratio <= 1.0:
+        raise TelemetryConfigError(
+            f"{ARGUMENT_VARIABLE}: expected a ratio from 0 to 1 in ASCII digits (the value given is not shown)")
     return ratio
 
 
@@ -57,7 +56,7 @@ def sampler_from(environ: Mapping[str, str]) -> Sampler:
     name = raw.strip().lower() or DEFAULT_SAMPLER
     if name not in SAMPLERS:
         raise TelemetryConfigError(
-            f"{SAMPLER_VARIABLE}: {_shown(raw, 30)} is not one cafe builds ({', '.join(SAMPLERS)})")
+            f"{SAMPLER_VARIABLE}: {shown(raw, 30)} is not one cafe builds ({', '.join(SAMPLERS)})")
     if name in _RATIOS:
         ratio = _ratio(environ)
         return TraceIdRatioBased(ratio) if name == "traceidratio" else ParentBasedTraceIdRatio(ratio)

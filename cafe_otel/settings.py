@@ -14,136 +14,98 @@ out of range reaches a worker thread, where it would fail later and out of sight
 
 from __future__ import annotations
 
-import math
 import os
-import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from dataclasses import dataclass, field
 
-from cafe.errors import ConfigurationError
-from cafe.urls import http_url_problem, shown_url
 from cafe_otel import semconv as sc
+from cafe_otel._config import variables as v
+from cafe_otel._config.parse import (
+    GRPC,
+    HTTP,
+    MAX_SECONDS,
+    TelemetryConfigError,
+    boolean,
+    check_endpoint,
+    display_endpoint,
+    first,
+    millis_in_range,
+    normalise_protocol,
+    parse_key_values,
+    seconds_in_range,
+    shown,
+    whole_in_range,
+)
+from cafe_otel._config.signal import (
+    DEFAULT_ENDPOINTS,
+    DEFAULT_EXPORT_TIMEOUT,
+    DEFAULT_PROTOCOL,
+    ENDPOINT_ARGUMENT,
+    OTLPOptions,
+    SignalConfig,
+    resolve_signal,
+)
+from cafe_otel._environment import check_limits
 from cafe_otel.content import CaptureMode, capture_mode
+from cafe_otel.tls import TlsSettings
 
 DEFAULT_SERVICE_NAME = "cafe"
-GRPC, HTTP = "grpc", "http/protobuf"
-DEFAULT_PROTOCOL = GRPC  # what the Python distro defaults to; the collector's 4317
-DEFAULT_ENDPOINTS = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}
 HTTP_TRACES_PATH = "/v1/traces"
-DEFAULT_EXPORT_TIMEOUT = 5.0
-MAX_SECONDS = 3600.0  # an hour: longer than any sane export, shutdown or batch delay
 MAX_QUEUE_SIZE = 1_000_000
 DEFAULT_MAX_QUEUE_SIZE = 2048
 DEFAULT_MAX_EXPORT_BATCH_SIZE = 512
 DEFAULT_SCHEDULE_DELAY = 1.0  # seconds; the specification's 5 s holds spans longer than a shift
-TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
-ENDPOINT_ARGUMENT = "endpoint argument (--otlp)"
+# How long a process waits for the collector when it exits. Short on purpose: buffering
+# and retry belong to the Collector next to the service (collector-config/), not to the
+# request path; a process handing spans to a local Collector needs milliseconds, and a
+# dead one must not hold the exit (the stock SDK waits 7-30 s). What is left is counted.
+DEFAULT_SHUTDOWN_TIMEOUT = 0.5
 
-
-class TelemetryConfigError(ConfigurationError):
-    """A telemetry setting that cannot be used; the message names the variable."""
-
-
-def _boolean(env: Mapping[str, str], variable: str) -> bool:
-    # The specification would read any other value as false with a warning; a typo such as
-    # OTEL_SDK_DISABLED=1 then leaves export on while its writer thinks it is off.
-    text = env.get(variable, "").strip().lower()
-    if text in ("", "false"):
-        return False
-    if text == "true":
-        return True
-    raise TelemetryConfigError(f"{variable}: {_shown(env.get(variable, ''))} is not true or false")
-
-
-def _shown(raw: str, limit: int = 40) -> str:
-    """A bad value as an error shows it: quoted, cut short (a value may be long or odd)."""
-    return repr(raw[:limit] + ("…" if len(raw) > limit else ""))
-
-
-def seconds_in_range(value: object, source: str, *, low_inclusive: bool = False) -> float:
-    """A finite number of seconds in (0, 3600] (or [0, 3600] with `low_inclusive`)."""
-    low = "[0" if low_inclusive else "(0"
-    accepted = f"a number of seconds in {low}, {MAX_SECONDS:g}]"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TelemetryConfigError(f"{source}: {type(value).__name__} is not {accepted}")
-    number = float(value)
-    above_low = number >= 0 if low_inclusive else number > 0
-    if not (math.isfinite(number) and above_low and number <= MAX_SECONDS):
-        raise TelemetryConfigError(f"{source}: {number!r} is not {accepted}")
-    return number
-
-
-def millis_in_range(raw: str, variable: str) -> float:
-    """A variable in milliseconds, as seconds: finite and in (0, 3600000]."""
-    accepted = f"a number of milliseconds in (0, {MAX_SECONDS * 1000:.0f}]"
-    try:
-        number = float(raw)
-    except ValueError:
-        raise TelemetryConfigError(f"{variable}: {_shown(raw)} is not {accepted}") from None
-    if not (math.isfinite(number) and 0 < number <= MAX_SECONDS * 1000):
-        raise TelemetryConfigError(f"{variable}: {_shown(raw)} is not {accepted}")
-    return number / 1000.0
-
-
-def _whole_in_range(value: object, source: str, high: int, what: str) -> int:
-    accepted = f"a whole number from 1 to {high}{what}"
-    if isinstance(value, str):
-        text = value
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise TelemetryConfigError(f"{source}: {_shown(text)} is not {accepted}") from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TelemetryConfigError(f"{source}: {type(value).__name__} is not {accepted}")
-    if not 1 <= value <= high:
-        raise TelemetryConfigError(f"{source}: {value} is not {accepted}")
-    return value
-
-
-def _first(environ: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def parse_key_values(text: str | None, variable: str) -> dict[str, str]:
-    """`k=v,k2=v2` with percent-encoded values (W3C baggage style, as the spec says)."""
-    found: dict[str, str] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise TelemetryConfigError(f"{variable}: an entry is not key=value (entry {len(found) + 1})")
-        found[unquote(key.strip())] = unquote(value.strip())
-    return found
-
-
-def normalise_protocol(value: str, source: str) -> str:
-    text = value.strip().lower()
-    if text in ("grpc",):
-        return GRPC
-    if text in ("http/protobuf", "http"):
-        return HTTP
-    raise TelemetryConfigError(f"{source}: protocol {value!r} is not supported (use grpc or http/protobuf)")
+# Re-exported: the checks are shared by every reader of settings.
+__all__ = [
+    "DEFAULT_ENDPOINTS", "DEFAULT_EXPORT_TIMEOUT", "DEFAULT_PROTOCOL", "DEFAULT_SHUTDOWN_TIMEOUT",
+    "ENDPOINT_ARGUMENT", "GRPC", "HTTP",
+    "MAX_SECONDS", "BatchSettings", "Settings", "TelemetryConfigError", "check_endpoint", "display_endpoint",
+    "millis_in_range", "normalise_protocol", "parse_key_values", "resolve_batch_settings", "resolve_settings",
+    "seconds_in_range",
+]
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The resolved settings, each with where it came from kept out of the value."""
+    """The resolved settings of a telemetry handle: the service, and the traces' exporter
+    (`traces`, whose fields are also readable here directly)."""
 
     service_name: str
     resource_attributes: dict[str, str]
-    protocol: str
-    endpoint: str
-    headers: dict[str, str]
-    export_timeout: float
-    compression: str | None
+    traces: SignalConfig
     capture: CaptureMode
     disabled: bool
+    options: OTLPOptions = field(default_factory=OTLPOptions, repr=False)  # the explicit arguments
+
+    @property
+    def protocol(self) -> str:
+        return self.traces.protocol
+
+    @property
+    def endpoint(self) -> str:
+        return self.traces.endpoint
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.traces.headers
+
+    @property
+    def export_timeout(self) -> float:
+        return self.traces.timeout
+
+    @property
+    def compression(self) -> str | None:
+        return self.traces.compression
+
+    @property
+    def tls(self) -> TlsSettings:
+        return self.traces.tls
 
     def __repr__(self) -> str:
         # Headers carry credentials and an endpoint URL may too: neither is shown as is.
@@ -165,52 +127,24 @@ def resolve_settings(
     capture_content: CaptureMode | str | bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Explicit arguments beat OTEL_* variables, which beat defaults."""
+    """Explicit arguments beat OTEL_* variables, which beat defaults. The traces' exporter
+    settings are `cafe_otel._config.signal.resolve_signal("traces", ...)`; the metrics' are
+    resolved by the same function (`cafe_otel.metric_settings`)."""
     env = os.environ if environ is None else environ
-    resource = parse_key_values(env.get("OTEL_RESOURCE_ATTRIBUTES"), "OTEL_RESOURCE_ATTRIBUTES")
-    name = service_name or _first(env, "OTEL_SERVICE_NAME") or resource.get(sc.SERVICE_NAME) \
-        or DEFAULT_SERVICE_NAME
-
-    if protocol is not None:
-        proto = normalise_protocol(protocol, "protocol argument")
-    else:
-        raw = _first(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-        proto = normalise_protocol(raw, "OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL") if raw else DEFAULT_PROTOCOL
-
-    url = _endpoint(endpoint, env, proto)
-
-    if headers is not None:
-        head = dict(headers)
-    else:
-        head = parse_key_values(
-            _first(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
-            "OTEL_EXPORTER_OTLP_(TRACES_)HEADERS",
-        )
-
-    if export_timeout is not None:
-        timeout = seconds_in_range(export_timeout, "export_timeout argument")
-    else:
-        variable = next((name for name in TIMEOUT_VARIABLES if env.get(name, "").strip()), None)
-        timeout = (millis_in_range(env[variable].strip(), variable) if variable
-                   else DEFAULT_EXPORT_TIMEOUT)
-
-    compression = _first(env, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
-    if compression and compression.lower() not in ("gzip", "none"):
-        raise TelemetryConfigError(
-            f"OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION: {compression!r} is not gzip or none")
-
-    check_tls_files(env)
+    resource = parse_key_values(env.get(v.OTEL_RESOURCE_ATTRIBUTES), v.OTEL_RESOURCE_ATTRIBUTES)
+    named = first(env, v.OTEL_SERVICE_NAME)
+    name = service_name or (named[1] if named else None) or resource.get(sc.SERVICE_NAME) or DEFAULT_SERVICE_NAME
+    options = OTLPOptions(endpoint=endpoint, protocol=protocol, headers=headers, timeout=export_timeout)
+    traces = resolve_signal("traces", env, options)
     check_unoffered_choices(env)
+    check_limits(env)  # the SDK's span limits: refused here, before any provider is built
     return Settings(
         service_name=name,
         resource_attributes=resource,
-        protocol=proto,
-        endpoint=url,
-        headers=head,
-        export_timeout=timeout,
-        compression=compression.lower() if compression else None,
+        traces=traces,
         capture=capture_mode(capture_content, env),
-        disabled=_boolean(env, "OTEL_SDK_DISABLED"),
+        disabled=boolean(env, v.OTEL_SDK_DISABLED),
+        options=options,
     )
 
 
@@ -218,7 +152,7 @@ def resolve_settings(
 # OTLP only. Any other value is refused, not ignored: it would not do what it says. (The
 # sampler variables are read by cafe_otel.sampling.)
 _OFFERED = {
-    "OTEL_TRACES_EXPORTER": (("otlp",),
+    v.OTEL_TRACES_EXPORTER: (("otlp",),
                              "spans leave over OTLP only; for none, leave --otlp and "
                              "OTEL_EXPORTER_OTLP_ENDPOINT unset or set OTEL_SDK_DISABLED=true"),
 }
@@ -228,59 +162,7 @@ def check_unoffered_choices(env: Mapping[str, str]) -> None:
     for variable, (offered, why) in _OFFERED.items():
         raw = env.get(variable, "")
         if raw.strip() and raw.strip().lower() not in offered:
-            raise TelemetryConfigError(f"{variable}: {_shown(raw, 30)} is not offered ({why})")
-
-
-TLS_FILE_VARIABLES = tuple(
-    f"OTEL_EXPORTER_OTLP_{signal}{kind}"
-    for signal in ("", "TRACES_", "METRICS_")
-    for kind in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")
-)
-
-
-def check_tls_files(env: Mapping[str, str]) -> None:
-    """Each TLS file variable set names a readable regular file, checked before anything is
-    built (`cafe_otel.tls` reads them for the exporters): a missing one printed the SDK's
-    traceback on stderr, a directory was an internal error, and a FIFO would block the command."""
-    for variable in TLS_FILE_VARIABLES:
-        path = env.get(variable, "").strip()
-        if not path:
-            continue
-        try:
-            found = os.stat(path)
-        except (OSError, ValueError):
-            raise TelemetryConfigError(f"{variable}: no file can be read at that path") from None
-        if not stat.S_ISREG(found.st_mode):
-            raise TelemetryConfigError(f"{variable}: the path is not a regular file (a PEM file is expected)")
-        if not os.access(path, os.R_OK):
-            raise TelemetryConfigError(f"{variable}: the file cannot be read (permission denied)")
-
-
-def _endpoint(explicit: str | None, env: Mapping[str, str], protocol: str) -> str:
-    # The signal-specific variable is a full URL used as is; the generic one is a base to
-    # which HTTP appends /v1/traces. An explicit argument is treated like the generic one
-    # unless it already carries a path.
-    signal = _first(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    if explicit is None and signal:
-        return check_endpoint(signal, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    generic = None if explicit else _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
-    source = ENDPOINT_ARGUMENT if explicit else "OTEL_EXPORTER_OTLP_ENDPOINT"
-    url = explicit or generic or DEFAULT_ENDPOINTS[protocol]
-    if "://" not in url:
-        url = "http://" + url
-    check_endpoint(url, source)
-    if protocol == HTTP and urlsplit(url).path in ("", "/"):
-        url = url.rstrip("/") + HTTP_TRACES_PATH
-    return url
-
-
-def check_endpoint(url: str, source: str) -> str:
-    """An http(s) URL with a host and, if any, a port in 1-65535 (`cafe.urls`). The error
-    names the problem, not the URL (it may carry a user:password part)."""
-    problem = http_url_problem(url)
-    if problem is not None:
-        raise TelemetryConfigError(f"{source}: {problem}; use http(s)://HOST[:PORT] with a port from 1 to 65535")
-    return url
+            raise TelemetryConfigError(f"{variable}: {shown(raw, 30)} is not offered ({why})")
 
 
 @dataclass(frozen=True)
@@ -306,23 +188,19 @@ def resolve_batch_settings(
 
     def whole(explicit: int | None, variable: str, default: int, high: int, what: str = "") -> int:
         if explicit is not None:
-            return _whole_in_range(explicit, f"{variable.removeprefix('OTEL_BSP_').lower()} argument",
-                                   high, what)
-        raw = _first(env, variable)
-        return default if raw is None else _whole_in_range(raw, variable, high, what)
+            return whole_in_range(explicit, f"{variable.removeprefix('OTEL_BSP_').lower()} argument",
+                                  high, what)
+        found = first(env, variable)
+        return default if found is None else whole_in_range(found[1], variable, high, what)
 
-    queue = whole(max_queue_size, "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE, MAX_QUEUE_SIZE)
-    batch = whole(max_export_batch_size, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    queue = whole(max_queue_size, v.OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE, MAX_QUEUE_SIZE)
+    batch = whole(max_export_batch_size, v.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
                   min(DEFAULT_MAX_EXPORT_BATCH_SIZE, queue), queue, " (at most the queue size)")
     if schedule_delay is not None:
         delay = seconds_in_range(schedule_delay, "schedule_delay argument")
     else:
-        raw = _first(env, "OTEL_BSP_SCHEDULE_DELAY")
-        delay = DEFAULT_SCHEDULE_DELAY if raw is None else millis_in_range(raw, "OTEL_BSP_SCHEDULE_DELAY")
+        found = first(env, v.OTEL_BSP_SCHEDULE_DELAY)
+        delay = DEFAULT_SCHEDULE_DELAY if found is None else millis_in_range(found[1], v.OTEL_BSP_SCHEDULE_DELAY)
     return BatchSettings(queue, batch, delay,
                          seconds_in_range(shutdown_timeout, "shutdown_timeout argument", low_inclusive=True))
 
-
-def display_endpoint(url: str) -> str:
-    """The endpoint as error texts show it: no user:password part, no query string."""
-    return shown_url(url)

@@ -1,6 +1,6 @@
 """TLS of the OTLP exporters, read from the environ handed to `configure()`.
 
-For each signal (`TRACES`, `METRICS`) and each setting, the signal-specific variable wins over
+For each signal (`traces`, `metrics`) and each setting, the signal-specific variable wins over
 the general one, as the specification says:
 
 - `OTEL_EXPORTER_OTLP_(SIGNAL_)CERTIFICATE`: the CA certificate(s) the collector's is checked against;
@@ -14,7 +14,7 @@ cannot be told "none": so every choice is made here and handed over in full. gRP
 arguments and a `requests.Session` of ours on which the choice is set last (the session is what
 the exporter sends with, so what it would have read from `os.environ` for an argument left
 empty never applies). The files were already checked to be readable regular files
-(`settings.check_tls_files`); a key without its certificate is refused here: gRPC would abort
+(`cafe_otel._config.signal`); a key without its certificate is refused here: gRPC would abort
 the whole process on it, and requests would silently send no client certificate.
 """
 
@@ -22,12 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-from cafe_otel.settings import GRPC, TelemetryConfigError, _shown
-
-Signal = Literal["TRACES", "METRICS"]
+from cafe_otel._config.parse import GRPC, TelemetryConfigError, first, shown
+from cafe_otel._config.variables import (
+    CERTIFICATE,
+    CLIENT_CERTIFICATE,
+    CLIENT_KEY,
+    CREDENTIAL_PROVIDER_VARIABLES,
+    INSECURE,
+    Signal,
+    otlp_variable,
+    otlp_variables,
+)
 
 
 @dataclass(frozen=True)
@@ -87,24 +95,14 @@ def _path(found: TlsFile | None) -> str | None:
     return found.path if found else None
 
 
-def _found(env: Mapping[str, str], signal: Signal, kind: str) -> tuple[str, str] | None:
-    for variable in (f"OTEL_EXPORTER_OTLP_{signal}_{kind}", f"OTEL_EXPORTER_OTLP_{kind}"):
-        value = env.get(variable, "").strip()
-        if value:
-            return variable, value
-    return None
-
-
 def _file(env: Mapping[str, str], signal: Signal, kind: str) -> TlsFile | None:
-    found = _found(env, signal, kind)
+    found = first(env, *otlp_variables(kind, signal))
     return TlsFile(*found) if found else None
 
 
-# The Python SDK's own (experimental) way to bring credentials: an entry point named here.
-# The exporters are handed their TLS in full, so it would never be consulted; it is refused
-# rather than ignored.
-CREDENTIAL_PROVIDER_VARIABLES = tuple(f"OTEL_PYTHON_EXPORTER_OTLP_{transport}_{signal}CREDENTIAL_PROVIDER"
-                                      for transport in ("HTTP", "GRPC") for signal in ("", "TRACES_", "METRICS_"))
+# CREDENTIAL_PROVIDER_VARIABLES name the Python SDK's own (experimental) way to bring
+# credentials: an entry point. The exporters are handed their TLS in full, so it would never
+# be consulted; it is refused rather than ignored.
 
 
 def resolve_tls(env: Mapping[str, str], signal: Signal, protocol: str) -> TlsSettings:
@@ -115,22 +113,22 @@ def resolve_tls(env: Mapping[str, str], signal: Signal, protocol: str) -> TlsSet
                 f"{variable}: a credential provider is not offered (the exporters' TLS comes from "
                 "OTEL_EXPORTER_OTLP_CERTIFICATE, _CLIENT_KEY and _CLIENT_CERTIFICATE); unset it")
     insecure: bool | None = None
-    found = _found(env, signal, "INSECURE")
+    found = first(env, *otlp_variables(INSECURE, signal))
     if found is not None:
         variable, raw = found
         if raw.lower() not in ("true", "false"):
-            raise TelemetryConfigError(f"{variable}: {_shown(raw)} is not true or false")
+            raise TelemetryConfigError(f"{variable}: {shown(raw)} is not true or false")
         insecure = raw.lower() == "true"
-    tls = TlsSettings(_file(env, signal, "CERTIFICATE"), _file(env, signal, "CLIENT_KEY"),
-                      _file(env, signal, "CLIENT_CERTIFICATE"), insecure)
+    tls = TlsSettings(_file(env, signal, CERTIFICATE), _file(env, signal, CLIENT_KEY),
+                      _file(env, signal, CLIENT_CERTIFICATE), insecure)
     if tls.client_key is not None and tls.client_certificate is None:
         raise TelemetryConfigError(
             f"{tls.client_key.variable} is set but no client certificate is "
-            f"(OTEL_EXPORTER_OTLP_{signal}_CLIENT_CERTIFICATE or OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE): "
+            f"({otlp_variable(CLIENT_CERTIFICATE, signal)} or {otlp_variable(CLIENT_CERTIFICATE)}): "
             "a client key is used only with its certificate")
     if protocol == GRPC and tls.client_certificate is not None and tls.client_key is None:
         raise TelemetryConfigError(
             f"{tls.client_certificate.variable} is set but no client key is "
-            f"(OTEL_EXPORTER_OTLP_{signal}_CLIENT_KEY or OTEL_EXPORTER_OTLP_CLIENT_KEY): "
+            f"({otlp_variable(CLIENT_KEY, signal)} or {otlp_variable(CLIENT_KEY)}): "
             "gRPC needs the key and the certificate as two files")
     return tls

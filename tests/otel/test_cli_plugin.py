@@ -206,3 +206,142 @@ def test_cafe_export_errors_are_one_line(tmp_path):
     assert err == "cafe: error: cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE\n"
     code, _, err = _cli(["export", str(path), "--otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"})
     assert code == 20 and "carrier-pigeon" in err and err.count("\n") == 1
+
+
+# --- what the report says is what happened -----------------------------------------------------
+
+RECEIVER_SECRET = "sk-proj-RECEIVERTEXTabcdef123456"
+
+
+def _answering(status: int, *, reason: str = "", location: str = "", delay: float = 0.0):
+    from tests.local_http import QuietHandler
+
+    class Handler(QuietHandler):
+        def do_POST(self) -> None:
+            self.read_body()
+            if delay:
+                time.sleep(delay)
+            self.send_response(status, reason or None)
+            if location:
+                self.send_header("Location", location)
+            body = RECEIVER_SECRET.encode() if status >= 400 else b""
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+def _recorded(tmp_path) -> str:
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
+    return str(path)
+
+
+def test_the_report_names_a_receivers_failure_by_its_kind_never_its_text(tmp_path):
+    from tests.local_http import serving
+
+    with serving(_answering(500, reason=f"boom {RECEIVER_SECRET}")) as port:
+        code, out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                               "--otlp", f"http://127.0.0.1:{port}"])
+    assert code == TelemetryExportFailed.exit_code
+    assert RECEIVER_SECRET not in out + err and "boom" not in err
+    assert "(exporter: HTTP 500)" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_not_delivered(tmp_path, status):
+    from tests.local_http import serving
+
+    with serving(_answering(status, location="https://127.0.0.1:1/v1/traces")) as port:
+        code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                                "--otlp", f"http://127.0.0.1:{port}"])
+    assert code == TelemetryExportFailed.exit_code, err
+    assert "telemetry: 0 spans exported, 11 dropped" in err
+    assert f"the receiver answered {status}, not 2xx" in err
+
+
+def test_a_redirect_is_counted_under_its_status_in_the_self_observability_points():
+    from cafe_otel import configure
+    from tests.local_http import serving
+
+    with serving(_answering(308, location="https://127.0.0.1:1/")) as port:
+        handle = configure(endpoint=f"http://127.0.0.1:{port}", protocol="http/protobuf", environ={}, metrics=False,
+                           shutdown_timeout=5.0)
+        cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+                       tracer=handle.tracer())
+        handle.shutdown()
+    points = {(p.name, p.error_type): p.value for p in handle.account.points()}
+    assert points[("otel.sdk.exporter.span.exported", "308")] == 11
+    assert points[("otel.sdk.exporter.span.exported", None)] == 0
+
+
+def test_cafe_export_waits_for_its_export_within_the_export_timeout_not_the_exit_bound(tmp_path):
+    from tests.local_http import serving
+
+    # The receiver answers after 1.5 s: past the 0.5 s exit bound, well within the 10 s export timeout.
+    with serving(_answering(200, delay=1.5)) as port:
+        code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                               "--otlp", f"http://127.0.0.1:{port}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "10000"})
+    assert code == 0, err
+    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+
+
+def test_an_export_still_in_flight_at_the_bound_is_unconfirmed_never_dropped(tmp_path):
+    from tests.local_http import serving
+
+    release = threading.Event()
+
+    class Slow(_answering(200)):  # type: ignore[misc]
+        def do_POST(self) -> None:
+            release.wait(10)
+            super().do_POST()
+
+    with serving(Slow) as port:
+        try:
+            code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                                    "--timeout", "0.2", "--otlp", f"http://127.0.0.1:{port}"])
+        finally:
+            release.set()
+    assert code == TelemetryExportFailed.exit_code
+    assert "11 of 11 spans were not confirmed delivered (11 unconfirmed" in err
+    assert "0 spans exported, 0 dropped, 11 unconfirmed" in err
+
+
+def test_no_trace_link_when_no_span_was_delivered(tmp_path):
+    from tests.local_http import serving
+
+    with serving(_answering(503)) as port:
+        code, out, err = _cli(["replay", _recorded(tmp_path), "--show", "--otlp-protocol", "http/protobuf",
+                               "--otlp", f"http://127.0.0.1:{port}"],
+                              {"OTEL_EXPORTER_OTLP_TIMEOUT": "300", "CAFE_JAEGER_URL": "http://127.0.0.1:16686"})
+    assert code == 0, err
+    assert "0 spans exported" in err
+    assert "trace:" not in out
+
+
+def test_a_trace_link_when_spans_were_delivered(receiver, tmp_path):
+    code, out, err = _cli(["replay", _recorded(tmp_path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    assert [line for line in out.splitlines() if line.startswith("trace: ")] != []
+
+
+def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monkeypatch):
+    import cafe.cli
+    import cafe.recording.reader
+    import cafe_otel.cli_plugin
+
+    path = _recorded(tmp_path)
+    loads: list[object] = []
+    real = cafe.recording.reader.load_recording
+
+    def counting(*args, **kwargs):
+        loads.append(args[0] if args else kwargs.get("path"))
+        return real(*args, **kwargs)
+
+    for module in (cafe.cli, cafe.recording.reader, cafe_otel.cli_plugin):
+        monkeypatch.setattr(module, "load_recording", counting)
+    code, _out, err = _cli(["replay", path, "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    assert len(loads) == 1

@@ -208,3 +208,75 @@ def test_batch_settings_come_from_otel_bsp_variables_with_arguments_winning():
     assert explicit.account.dropped == 0 and explicit.account.exported == 11
     with pytest.raises(TelemetryConfigError, match="OTEL_BSP_MAX_QUEUE_SIZE"):
         configure(exporter=InMemorySpanExporter(), environ={"OTEL_BSP_MAX_QUEUE_SIZE": "lots"})
+
+
+# --- per-signal OTLP settings ----------------------------------------------------------------
+
+TRACES_ONLY = {
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces.example:4318/v1/traces",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer%20traces-only-credential",
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://metrics.example:4318/v1/metrics",
+    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
+}
+
+
+def test_a_traces_only_setting_never_reaches_the_metrics_exporter():
+    from cafe_otel.metric_settings import resolve_metric_settings
+
+    traces = resolve_settings(environ=TRACES_ONLY)
+    metrics = resolve_metric_settings(traces.options, environ=TRACES_ONLY)
+    assert (traces.protocol, traces.headers, traces.compression) == (
+        "grpc", {"authorization": "Bearer traces-only-credential"}, "gzip")
+    assert (metrics.protocol, metrics.endpoint, metrics.headers, metrics.compression) == (
+        "http/protobuf", "http://metrics.example:4318/v1/metrics", {}, None)
+
+
+def test_a_traces_only_endpoint_is_not_the_metrics_endpoint():
+    from cafe_otel.metric_settings import resolve_metric_settings
+
+    environ = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces.example:4318/v1/traces",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    assert resolve_metric_settings(environ=environ).endpoint == "http://localhost:4318/v1/metrics"
+
+
+def test_general_settings_apply_to_both_signals_and_explicit_arguments_win():
+    from cafe_otel.metric_settings import resolve_metric_settings
+
+    environ = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=cafe", "OTEL_EXPORTER_OTLP_TIMEOUT": "2500",
+               "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf"}
+    traces = resolve_settings(environ=environ)
+    metrics = resolve_metric_settings(traces.options, environ=environ)
+    for signal in (traces, metrics):
+        assert (signal.headers, signal.compression) == ({"x-team": "cafe"}, "gzip")
+    assert (traces.export_timeout, metrics.export_timeout) == (2.5, 2.5)
+    explicit = resolve_settings(protocol="grpc", headers={"x-team": "ops"}, export_timeout=1.0, environ=environ)
+    metrics = resolve_metric_settings(explicit.options, environ=environ)
+    assert (metrics.protocol, metrics.headers, metrics.export_timeout) == ("grpc", {"x-team": "ops"}, 1.0)
+
+
+def test_metrics_are_built_for_their_own_protocol_with_their_own_headers():
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    from cafe_otel.metric_settings import resolve_metric_settings
+    from cafe_otel.metrics_export import build_otlp_metric_exporter
+
+    exporter = build_otlp_metric_exporter(resolve_metric_settings(environ=TRACES_ONLY))
+    assert isinstance(exporter, OTLPMetricExporter)  # HTTP, as METRICS_PROTOCOL says, not the traces' gRPC
+    assert "authorization" not in {key.lower() for key in exporter._client._headers}
+    exporter.shutdown()
+
+
+def test_one_resolver_reads_every_per_signal_variable_for_each_signal():
+    from cafe_otel._config.signal import resolve_signal
+
+    for signal in ("traces", "metrics"):
+        prefix = f"OTEL_EXPORTER_OTLP_{signal.upper()}_"
+        other = "OTEL_EXPORTER_OTLP_METRICS_" if signal == "traces" else "OTEL_EXPORTER_OTLP_TRACES_"
+        environ = {prefix + "PROTOCOL": "http/protobuf", prefix + "HEADERS": "k=mine",
+                   prefix + "TIMEOUT": "1500", prefix + "COMPRESSION": "gzip", prefix + "ENDPOINT": "http://mine:1/x",
+                   other + "HEADERS": "k=theirs", other + "TIMEOUT": "9000", other + "ENDPOINT": "http://theirs:2/y"}
+        found = resolve_signal(signal, environ)  # type: ignore[arg-type]
+        assert (found.protocol, found.headers, found.timeout, found.compression, found.endpoint) == (
+            "http/protobuf", {"k": "mine"}, 1.5, "gzip", "http://mine:1/x")

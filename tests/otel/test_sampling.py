@@ -36,9 +36,9 @@ def test_each_sampler_the_specification_names_is_built(environ: dict[str, str], 
 @pytest.mark.parametrize(("environ", "message"), [
     ({"OTEL_TRACES_SAMPLER": "jaeger_remote"}, "OTEL_TRACES_SAMPLER: 'jaeger_remote' is not one cafe builds ("),
     ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"},
-     "OTEL_TRACES_SAMPLER_ARG: 'half' is not a ratio from 0 to 1"),
-    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"}, "'1.5' is not a ratio"),
-    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "nan"}, "'nan' is not a ratio"),
+     "OTEL_TRACES_SAMPLER_ARG: expected a ratio from 0 to 1 in ASCII digits (the value given is not shown)"),
+    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"}, "expected a ratio"),
+    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "nan"}, "expected a ratio"),
 ])
 def test_a_sampler_not_built_or_a_bad_ratio_is_a_named_error(environ: dict[str, str], message: str) -> None:
     with pytest.raises(TelemetryConfigError) as caught:

@@ -58,7 +58,7 @@ def test_batch_variables_out_of_range_name_their_variable_and_range(variable, va
 
 
 def test_a_batch_larger_than_its_queue_is_refused_whichever_way_it_is_given():
-    with pytest.raises(TelemetryConfigError, match=r"OTEL_BSP_MAX_EXPORT_BATCH_SIZE: 5 .* 1 to 3"):
+    with pytest.raises(TelemetryConfigError, match=r"OTEL_BSP_MAX_EXPORT_BATCH_SIZE: expected .* 1 to 3"):
         resolve_batch_settings(shutdown_timeout=0.5, environ={"OTEL_BSP_MAX_QUEUE_SIZE": "3",
                                                               "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "5"})
     with pytest.raises(TelemetryConfigError, match="max_export_batch_size argument"):
@@ -120,8 +120,8 @@ def test_the_issue_11_timeouts_are_exit_20_through_the_cli():
         code, _out, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{port}"],
                                {"OTEL_EXPORTER_OTLP_TIMEOUT": value})
         assert code == 20
-        assert err == f"cafe: error: OTEL_EXPORTER_OTLP_TIMEOUT: {value!r} is not a number of milliseconds " \
-                      "in (0, 3600000]\n"
+        assert err == ("cafe: error: OTEL_EXPORTER_OTLP_TIMEOUT: expected a number of milliseconds "
+                       "in (0, 3600000], in ASCII digits (the value given is not shown)\n")
 
 
 def test_export_to_a_file_with_the_sdk_disabled_says_so_instead_of_failing(tmp_path):

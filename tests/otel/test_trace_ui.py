@@ -10,14 +10,22 @@ import pytest
 
 from cafe.cli import main
 from cafe_otel.cli_plugin import plugin
+from tests.local_http import QuietHandler, serving
 
-from .conftest import closed_port
+
+class _Accepting(QuietHandler):
+    """An OTLP/HTTP receiver that takes everything: a trace note is printed for delivered spans."""
+
+    def do_POST(self) -> None:
+        self.read_body()
+        self.answer(200, b"", "application/x-protobuf")
 
 
 def _shift(jaeger: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"],
-                environ={"CAFE_JAEGER_URL": jaeger}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    with serving(_Accepting) as port:
+        code = main(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp=http://127.0.0.1:{port}"],
+                    environ={"CAFE_JAEGER_URL": jaeger}, out=out, err=err, load_plugins=lambda warn: [plugin])
     return code, out.getvalue(), err.getvalue()
 
 
