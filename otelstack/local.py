@@ -218,15 +218,11 @@ def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str,
         raise
 
 
-def _open(directory: Path, *, create: bool) -> StackDirectory | None:
-    return StackDirectory.open(directory, create=create)
-
-
 def up(directory: Path, *, environ: Mapping[str, str] | None = None, ports: Ports | None = None,
        timeout: float = 60.0, out: TextIO | None = None) -> int:
     env = os.environ if environ is None else environ
     ports = PORTS if ports is None else ports
-    stack = _open(directory, create=True)
+    stack = StackDirectory.open(directory, create=True)
     if stack is None:  # pragma: no cover - open(create=True) makes it or raises
         raise StackDirectoryUnusable(f"{directory}: cannot be created")
     with stack:
@@ -287,7 +283,7 @@ def _stop(record: ProcessIdentity, grace: float) -> tuple[str, bool | None]:
 
 def down(directory: Path, *, grace: float = GRACE, out: TextIO | None = None) -> int:
     write = out or sys.stdout
-    stack = _open(directory, create=False)
+    stack = StackDirectory.open(directory, create=False)
     if stack is None:
         print("stack was not running", file=write)
         return 0
