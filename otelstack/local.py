@@ -3,138 +3,326 @@
 The built Collector (collector.yaml, one tier) and Jaeger (Badger storage under DIR, so a
 restart keeps the traces), each bound to 127.0.0.1 on the usual ports: OTLP 4317/4318 into
 the Collector, Jaeger's query API on 16686. Both run in their own sessions, so they outlive
-the command that started them; DIR holds their logs, pids, the Collector's queue and
-Jaeger's data, and `down` stops what `up` started (SIGTERM, then SIGKILL after a grace).
+the command that started them; DIR (0700) holds their logs, stack.json, the Collector's queue
+and Jaeger's data.
+
+`up` refuses a port already in use, and calls a program up only while that process itself
+runs and holds its ports (a health answer from another process proves nothing). stack.json
+records each process's pid with its boot, start time, executable and command line; `down`
+signals a pid only while all of them still match (otelstack.identity), and says of each
+process whether it stopped, was already gone or was not ours.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from otelstack.binaries import BUILD_HINT, binary_path, usable
+from otelstack.errors import (
+    AlreadyUp,
+    PortInUse,
+    ProgramFailed,
+    ProgramNotBuilt,
+    StackDirectoryUnusable,
+    StackError,
+    StillRunning,
+    one_line,
+)
+from otelstack.identity import (
+    ProcessIdentity,
+    identify,
+    listening_ports,
+    own_ids,
+    pidfd,
+    signal_group_members,
+    verify,
+)
 from otelstack.layout import COLLECTOR_CONFIG, JAEGER_CONFIG
 from otelstack.procs import LOOPBACK, http_get
+from otelstack.state import STATE, StackDirectory
 
-STATE = "stack.json"
-JAEGER_UI = f"http://{LOOPBACK}:16686"
-PORTS = {
+PORTS: dict[str, dict[str, int]] = {
     "collector": {"otlp_grpc": 4317, "otlp_http": 4318, "health": 13133, "metrics": 8888},
     "jaeger": {"otlp_grpc": 14317, "otlp_http": 14318, "query_http": 16686, "query_grpc": 16685, "health": 13134},
 }
+PROGRAMS = frozenset(PORTS)
+GRACE = 15.0  # seconds a program has to exit after SIGTERM
+KILL_WAIT = 5.0  # and after SIGKILL
+POLL = 0.1
+Ports = Mapping[str, Mapping[str, int]]
 
 
-def _programs(directory: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
-    c, j = PORTS["collector"], PORTS["jaeger"]
-    collector, _ = binary_path("CAFE_OTELCOL_BIN", "otelcol-cafe")
-    jaeger, _ = binary_path("CAFE_JAEGER_BIN", "jaeger")
-    for path in (collector, jaeger):
-        if not usable(path):
-            raise SystemExit(f"otelstack: {path.name} is not built ({BUILD_HINT})")
-    return {
-        "jaeger": ([str(jaeger), f"--config={JAEGER_CONFIG}"], {
+@dataclass(frozen=True)
+class Program:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    health_url: str
+    ports: Mapping[str, int]
+
+    def port_name(self, port: int) -> str:
+        label = next(label for label, number in self.ports.items() if number == port)
+        return f"{self.name}'s {label.replace('_', ' ')} port {LOOPBACK}:{port}"
+
+
+def _binary(variable: str, name: str, environ: Mapping[str, str]) -> Path:
+    path, explicit = binary_path(variable, name, environ)
+    if usable(path):
+        return path
+    if explicit:
+        raise ProgramNotBuilt(f"{variable} names {path}, which is not an executable file")
+    raise ProgramNotBuilt(f"{name} is not built at {path}; {BUILD_HINT}")
+
+
+def _programs(stack: StackDirectory, environ: Mapping[str, str], ports: Ports) -> list[Program]:
+    """Jaeger, then the Collector that exports to it."""
+    c, j = ports["collector"], ports["jaeger"]
+    collector = _binary("CAFE_OTELCOL_BIN", "otelcol-cafe", environ)
+    jaeger = _binary("CAFE_JAEGER_BIN", "jaeger", environ)
+    return [
+        Program("jaeger", [str(jaeger), f"--config={JAEGER_CONFIG}"], {
             "CAFE_JAEGER_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{j['otlp_grpc']}",
             "CAFE_JAEGER_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{j['otlp_http']}",
             "CAFE_JAEGER_QUERY_HTTP_ENDPOINT": f"{LOOPBACK}:{j['query_http']}",
             "CAFE_JAEGER_QUERY_GRPC_ENDPOINT": f"{LOOPBACK}:{j['query_grpc']}",
             "CAFE_JAEGER_HEALTH_ENDPOINT": f"{LOOPBACK}:{j['health']}",
-            "CAFE_JAEGER_DATA_DIR": str(directory / "jaeger"),
-        }, f"http://{LOOPBACK}:{j['health']}/status"),
-        "collector": ([str(collector), f"--config={COLLECTOR_CONFIG}"], {
+            "CAFE_JAEGER_DATA_DIR": str(stack.subdirectory("jaeger")),
+        }, f"http://{LOOPBACK}:{j['health']}/status", j),
+        Program("collector", [str(collector), f"--config={COLLECTOR_CONFIG}"], {
             "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{c['otlp_grpc']}",
             "CAFE_OTLP_HTTP_ENDPOINT": f"{LOOPBACK}:{c['otlp_http']}",
             "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{c['health']}",
             "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,
             "CAFE_OTELCOL_METRICS_PORT": str(c["metrics"]),
-            "CAFE_OTELCOL_QUEUE_DIR": str(directory / "queue"),
+            "CAFE_OTELCOL_QUEUE_DIR": str(stack.subdirectory("queue")),
             "CAFE_UPSTREAM_OTLP_ENDPOINT": f"{LOOPBACK}:{j['otlp_grpc']}",
             "CAFE_UPSTREAM_TLS_INSECURE": "true",
             # No metrics backend runs without Docker (compose has Prometheus): the metrics
             # wait in the Collector's queue, on a loopback port nothing listens on.
             "CAFE_METRICS_UPSTREAM_ENDPOINT": f"http://{LOOPBACK}:9",
-        }, f"http://{LOOPBACK}:{c['health']}/"),
-    }
+        }, f"http://{LOOPBACK}:{c['health']}/", c),
+    ]
 
 
-def _alive(pid: int) -> bool:
+def _refuse_taken_ports(programs: list[Program]) -> None:
+    for program in programs:
+        for port in program.ports.values():
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                # As the programs' own listeners do: a closed connection's TIME_WAIT is no user.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((LOOPBACK, port))
+                except OSError:
+                    raise PortInUse(f"{program.port_name(port)} is in use by another process; "
+                                    "nothing was started") from None
+
+
+def _exit_status(child: subprocess.Popen[bytes]) -> int | None:
+    """The child's exit status, or None while it runs. It stays unreaped (WNOWAIT), so its
+    pid, and with it its group's id, names no other process until we reap it."""
+    if child.returncode is not None:
+        return child.returncode
+    found = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    if found is None:
+        return None
+    return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
+
+
+def _ended(status: int) -> str:
+    return f"was killed by signal {-status}" if status < 0 else f"exited with code {status}"
+
+
+def _wait_serving(program: Program, child: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Until `child` itself listens on each of its ports and its health check answers 200."""
+    wanted = set(program.ports.values())
+    deadline = time.monotonic() + timeout
+    while True:
+        status = _exit_status(child)
+        if status is not None:
+            raise ProgramFailed(f"{program.name} {_ended(status)} before it served its ports; see {log}")
+        healthy = http_get(program.health_url, timeout=1.0)[0] == 200
+        held = listening_ports(child.pid)
+        if healthy and wanted <= held and _exit_status(child) is None:
+            return
+        if time.monotonic() > deadline:
+            if healthy and program.ports["health"] not in held:
+                why = f"{program.port_name(program.ports['health'])} answers, but from another process"
+            elif not wanted <= held:
+                why = "it does not listen on " + ", ".join(str(p) for p in sorted(wanted - held))
+            else:
+                why = f"its health check {program.health_url} does not answer 200"
+            raise ProgramFailed(f"{program.name} did not come up within {timeout:g} s: {why}; see {log}")
+        time.sleep(0.25)
+
+
+def _stop_started(children: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """Stop the children this `up` started (not yet reaped, so their pids are still theirs)."""
+    for child in reversed(children):
+        if child.returncode is None:
+            signal_group_members(child.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in reversed(children):
+        if child.returncode is not None:
+            continue
+        while _exit_status(child) is None and time.monotonic() < deadline:
+            time.sleep(POLL)
+        # A member it left behind (a daemon it forked) goes with it.
+        signal_group_members(child.pid, signal.SIGKILL)
+        if _exit_status(child) is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(KILL_WAIT)
+
+
+def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str, str], timeout: float) -> None:
+    children: list[subprocess.Popen[bytes]] = []
+    records: dict[str, ProcessIdentity] = {}
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        for program in programs:
+            log = stack.open_log(f"{program.name}.log")
+            try:
+                child = subprocess.Popen(program.argv, env={**environ, **program.env}, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            finally:
+                os.close(log)
+            children.append(child)
+            identity = identify(child.pid)
+            if identity is not None:
+                records[program.name] = identity
+                stack.write_state(records)
+            _wait_serving(program, child, stack.path / f"{program.name}.log", timeout)
+            if identity is None:
+                raise ProgramFailed(f"{program.name} (pid {child.pid}) could not be identified in /proc")
+        for program, child in zip(programs, children, strict=True):
+            status = _exit_status(child)
+            if status is not None:
+                raise ProgramFailed(f"{program.name} {_ended(status)} while the stack came up; "
+                                    f"see {stack.path / (program.name + '.log')}")
+    except BaseException:
+        _stop_started(children, GRACE)
+        stack.remove_state()
+        raise
 
 
-def _state(directory: Path) -> dict[str, int]:
-    path = directory / STATE
-    if not path.exists():
-        return {}
-    found: dict[str, int] = json.loads(path.read_text())
-    return {name: pid for name, pid in found.items() if _alive(pid)}
-
-
-def up(directory: Path, timeout: float = 60.0) -> int:
-    directory.mkdir(parents=True, exist_ok=True)
-    running = _state(directory)
-    if running:
-        print(f"otelstack: already up ({', '.join(f'{n} pid {p}' for n, p in running.items())}); "
-              f"`python -m otelstack down --dir {directory}` first")
-        return 1
-    started: dict[str, int] = {}
-    for name, (argv, env, health) in _programs(directory).items():
-        log = (directory / f"{name}.log").open("ab")
-        process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-        started[name] = process.pid
-        (directory / STATE).write_text(json.dumps(started))
-        deadline = time.monotonic() + timeout
-        while http_get(health, timeout=1.0)[0] != 200:
-            if process.poll() is not None or time.monotonic() > deadline:
-                down(directory)
-                print(f"otelstack: {name} did not become healthy; see {directory / (name + '.log')}")
-                return 1
-            time.sleep(0.25)
+def up(directory: Path, *, environ: Mapping[str, str] | None = None, ports: Ports | None = None,
+       timeout: float = 60.0, out: TextIO | None = None) -> int:
+    env = os.environ if environ is None else environ
+    ports = PORTS if ports is None else ports
+    stack = StackDirectory.open(directory, create=True)
+    if stack is None:  # pragma: no cover - open(create=True) makes it or raises
+        raise StackDirectoryUnusable(f"{directory}: cannot be created")
+    with stack:
+        running = [f"{name} pid {record.pid}" for name, record in stack.read_state(PROGRAMS).items()
+                   if verify(record).ours]
+        if running:
+            raise AlreadyUp(f"already up ({', '.join(running)}); `python -m otelstack down --dir {directory}` first")
+        programs = _programs(stack, env, ports)
+        for program in programs:  # a link planted at a log is refused before anything starts
+            os.close(stack.open_log(f"{program.name}.log"))
+        _refuse_taken_ports(programs)
+        _start(stack, programs, env, timeout)
+    c, jaeger_ui = ports["collector"], f"http://{LOOPBACK}:{ports['jaeger']['query_http']}"
     print(f"""stack up (logs, queue and Jaeger's Badger data in {directory}):
-  OTLP into the Collector   grpc http://{LOOPBACK}:4317   http http://{LOOPBACK}:4318
-  Collector health, metrics http://{LOOPBACK}:13133/      http://{LOOPBACK}:8888/metrics
-  Jaeger (query API)        {JAEGER_UI}/api/traces/<trace id>   (the web UI is not built here)
+  OTLP into the Collector   grpc http://{LOOPBACK}:{c['otlp_grpc']}   http http://{LOOPBACK}:{c['otlp_http']}
+  Collector health, metrics http://{LOOPBACK}:{c['health']}/      http://{LOOPBACK}:{c['metrics']}/metrics
+  Jaeger (query API)        {jaeger_ui}/api/traces/<trace id>   (the web UI is not built here)
 then:
-  CAFE_JAEGER_URL={JAEGER_UI} .venv/bin/cafe shift --otlp http://{LOOPBACK}:4317
-  make down""")
+  CAFE_JAEGER_URL={jaeger_ui} .venv/bin/cafe shift --otlp http://{LOOPBACK}:{c['otlp_grpc']}
+  make down""", file=out or sys.stdout)
     return 0
 
 
-def down(directory: Path, grace: float = 15.0) -> int:
-    running = _state(directory)
-    for pid in running.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while any(_alive(pid) for pid in running.values()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for pid in running.values():
-        if _alive(pid):
+def _wait_gone(record: ProcessIdentity, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while verify(record).ours:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL)
+    return True
+
+
+def _stop(record: ProcessIdentity, grace: float) -> tuple[str, bool | None]:
+    """(what happened, stopped): stopped is True, False when it outlived SIGKILL, None when
+    it was not signalled."""
+    if record.pid in own_ids():
+        return "not signalled: that pid is this otelstack process, its parent, group or session", None
+    handle = pidfd(record.pid)
+    if handle is None:
+        return "already gone", None
+    try:
+        # The pidfd opened first: the process verified now is the one it signals.
+        verdict = verify(record)
+        if not verdict.ours:
+            return ("already gone" if verdict.why_not is None
+                    else f"not signalled: not the process `up` started ({verdict.why_not})"), None
+        for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT)):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-    (directory / STATE).unlink(missing_ok=True)
-    print(f"stack down ({len(running)} process(es) stopped)" if running else "stack was not running")
+                signal.pidfd_send_signal(handle, signum)
+            # It leads its own group (verify checked its session), so the group is ours too.
+            signal_group_members(record.pid, signum)
+            if _wait_gone(record, wait):
+                return "stopped", True
+        return "still running after SIGKILL", False
+    finally:
+        os.close(handle)
+
+
+def down(directory: Path, *, grace: float = GRACE, out: TextIO | None = None) -> int:
+    write = out or sys.stdout
+    stack = StackDirectory.open(directory, create=False)
+    if stack is None:
+        print("stack was not running", file=write)
+        return 0
+    with stack:
+        records = stack.read_state(PROGRAMS)
+        if not records:
+            print("stack was not running", file=write)
+            return 0
+        stopped, left = 0, []
+        # The Collector first: it may still deliver what it holds to Jaeger.
+        for name, record in reversed(records.items()):
+            what, result = _stop(record, grace)
+            print(f"{name} (pid {record.pid}): {what}", file=write)
+            stopped += result is True
+            if result is False:
+                left.append(f"{name} pid {record.pid}")
+        if left:
+            raise StillRunning(f"{', '.join(left)} outlived SIGKILL; {directory / STATE} is kept")
+        stack.remove_state()
+    print(f"stack down ({stopped} process(es) stopped)", file=write)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m otelstack", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m otelstack", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--dir", type=Path, required=True, help="where the stack keeps logs, pids and data")
     args = parser.parse_args(argv)
-    return up(args.dir) if args.command == "up" else down(args.dir)
+    try:
+        return up(args.dir) if args.command == "up" else down(args.dir)
+    except StackError as error:
+        print(f"otelstack: error: {one_line(str(error))}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("otelstack: interrupted", file=sys.stderr)
+        return 130
+    except OSError as error:
+        print(f"otelstack: error: {one_line(str(error))}", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ def test_up_shift_trace_url_down(otelcol_bin: Path, jaeger_bin: Path, tmp_path: 
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "http://127.0.0.1:4317" in up.stdout and "CAFE_JAEGER_URL=http://127.0.0.1:16686" in up.stdout
-        pids = json.loads((tmp_path / "stack.json").read_text())
-        assert set(pids) == {"collector", "jaeger"}
+        recorded = json.loads((tmp_path / "stack.json").read_text())["processes"]
+        assert set(recorded) == {"collector", "jaeger"}
 
         shift = subprocess.run(
             [sys.executable, "-m", "cafe.cli", "shift", "--seed", "7", "--otlp", "http://127.0.0.1:4317"],
