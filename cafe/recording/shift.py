@@ -10,7 +10,7 @@ from typing import Any
 from cafe.clients.base import ChatClient
 from cafe.consent import Decision, Responder, make_responder
 from cafe.errors import ScriptError
-from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, run_shift
+from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, new_conversation_id, run_shift
 from cafe.recording.format import Ending, Recording
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
@@ -55,7 +55,8 @@ def record_shift(
     if timeline is None:
         timeline = Timeline(wall_clock_ns() if wall_clock_ns else None)
     tracer = tracer if tracer is not None else Tracer(clock=timeline)
-    shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
+    if shift_options.get("conversation_id") is None:
+        shift_options["conversation_id"] = new_conversation_id()
     settings = {**_RUN_DEFAULTS, **{k: v for k, v in shift_options.items() if k in _RUN_DEFAULTS}}
     recorder = RecordingClient(
         client, path, mode=mode, scrubber=scrubber, seed=seed, script=script,
@@ -118,6 +119,8 @@ def replay_shift(
     client = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
     for key, value in recording.header.shift_options().items():
         shift_options.setdefault(key, value)
+    # The recorded conversation keeps its id; one that recorded none keeps a fixed stand-in.
+    shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
     if recording.ending is None:
         recorded = len(recording.calls)
         shift_options["max_turns"] = min(shift_options.get("max_turns", recorded), recorded)
