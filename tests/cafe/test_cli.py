@@ -6,10 +6,11 @@ import io
 
 import pytest
 
-from cafe import DEFAULT_SCRIPT, MissingSettings, load_records
+from cafe import DEFAULT_SCRIPT, MissingSettings, ScriptedClient, load_records, make_responder, replay_shift, run_shift
 from cafe.cli import main
 from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 from cafe.errors import ScriptError
+from cafe.recording import load_recording
 from cafe.recording.errors import RecordingExists, RecordingNotFound, RecordingUnwritable
 
 from .helpers import chat_server
@@ -194,3 +195,50 @@ def test_every_usage_error_is_one_line_with_exit_2_and_a_help_command_that_works
     with pytest.raises(SystemExit) as helped:  # argparse prints the help and exits 0
         cafe(*suggested[1:])
     assert helped.value.code == 0
+
+
+def test_version_prints_cafe_and_the_installed_version():
+    from importlib import metadata
+
+    code, out, err = cafe("--version")
+    assert (code, err) == (0, "")
+    assert out == f"cafe {metadata.version('cafe_otel')}\n"
+
+
+@pytest.mark.parametrize("variable", ["CAFE_MODE", "COURSE_MODE"])
+def test_shift_with_an_unknown_mode_is_a_configuration_error_not_an_offline_run(variable):
+    code, out, err = cafe("shift", "--seed", "1", environ={variable: "true"})
+    _one_error_line(code, err)
+    assert code == 20 and out == ""
+    assert variable in err and "live or offline" in err
+
+
+def test_each_shift_gets_its_own_conversation_id_whatever_its_seed(tmp_path):
+    ids = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.jsonl"
+        code, _, err = cafe("shift", "--seed", "7", "--record", str(path))
+        assert code == 0, err
+        ids.append(load_recording(path).header.conversation_id)
+    assert ids[0] != ids[1] and all(i.startswith("shift-") for i in ids)
+    # A replay keeps the recorded id.
+    run, _ = replay_shift(tmp_path / "a.jsonl")
+    assert run.conversation_id == ids[0]
+
+
+def test_the_conversation_id_source_is_injected(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    given = iter(["shift-first", "shift-second"])
+    code = main(["shift", "--seed", "1", "--record", str(path)], environ={}, out=io.StringIO(),
+                err=io.StringIO(), load_plugins=lambda warn: [], new_conversation_id=lambda: next(given))
+    assert code == 0
+    assert load_recording(path).header.conversation_id == "shift-first"
+
+
+def test_run_shift_without_an_id_draws_a_fresh_one_each_time():
+    from cafe.loop import new_conversation_id
+
+    first = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))
+    second = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))
+    assert first.conversation_id != second.conversation_id
+    assert new_conversation_id(lambda n: bytes(n)) == "shift-00000000-0000-4000-8000-000000000000"
