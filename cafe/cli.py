@@ -36,8 +36,9 @@ from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
+from cafe.recording.windows import RecordedClock, call_windows
 from cafe.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
-from cafe.trace.clock import Clock, TickClock
+from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
@@ -382,13 +383,16 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
     if args.report:
         view.check_page_path(args.report)  # before the replay, not after it failed
     session = _open_telemetry(plugins, args, environ, clock=None)
-    tracer = session.tracer if session else Tracer(clock=TickClock())
+    # Without telemetry the tree --show draws is on the recording's own timeline.
+    recorded_clock = None if session else RecordedClock(call_windows(recording))
+    tracer = session.tracer if session else Tracer(clock=recorded_clock)
     try:
         run, _ = replay_shift(
             recording,
             _read_script(args.script) if args.script is not None else None,
             responder=responder,
             tracer=tracer,
+            recorded_clock=recorded_clock,
             ignore=args.ignore,
             scrubber=Scrubber.from_environment(environ),
             **explicit,

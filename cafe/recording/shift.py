@@ -17,6 +17,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
 from cafe.recording.scrub import Scrubber
 from cafe.recording.timeline import NanoClock, Timeline
+from cafe.recording.windows import RecordedClock, RecordedTracingClient
 from cafe.recording.writer import RecordingClient
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript_digest
@@ -103,10 +104,14 @@ def replay_shift(
     ignore: Sequence[str] = (),
     scrubber: Scrubber | None = None,
     allow_truncated: bool = False,
+    recorded_clock: RecordedClock | None = None,
     **shift_options: Any,
 ) -> tuple[ShiftRun, Tracer]:
     """Replay with zero model calls; raises `ReplayMismatch` on the first differing request
     and `UnusedCalls` when the shift ended with recorded calls left over.
+
+    With `recorded_clock` (which must be `tracer`'s clock), each generation span sits where
+    its recorded call did.
 
     The shift runs with the settings its header recorded (explicit `shift_options` win).
     A recording without an end line (a shift that did not finish) is replayed up to its
@@ -116,7 +121,10 @@ def replay_shift(
         path if isinstance(path, Recording)
         else load_recording(path, allow_truncated=allow_truncated)
     )
-    client = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
+    replay = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
+    client: ChatClient = replay
+    if recorded_clock is not None and tracer.listening:
+        client = RecordedTracingClient(replay, tracer, recorded_clock)
     for key, value in recording.header.shift_options().items():
         shift_options.setdefault(key, value)
     # The recorded conversation keeps its id; one that recorded none keeps a fixed stand-in.
@@ -131,5 +139,5 @@ def replay_shift(
         tracer=tracer,
         **shift_options,
     )
-    client.assert_exhausted()
+    replay.assert_exhausted()
     return run, tracer

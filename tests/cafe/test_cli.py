@@ -6,7 +6,16 @@ import io
 
 import pytest
 
-from cafe import DEFAULT_SCRIPT, MissingSettings, ScriptedClient, load_records, make_responder, replay_shift, run_shift
+from cafe import (
+    DEFAULT_SCRIPT,
+    MissingSettings,
+    ScriptedClient,
+    load_records,
+    make_responder,
+    record_shift,
+    replay_shift,
+    run_shift,
+)
 from cafe.cli import main
 from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 from cafe.errors import ScriptError
@@ -242,3 +251,24 @@ def test_run_shift_without_an_id_draws_a_fresh_one_each_time():
     second = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))
     assert first.conversation_id != second.conversation_id
     assert new_conversation_id(lambda n: bytes(n)) == "shift-00000000-0000-4000-8000-000000000000"
+
+
+def test_replay_show_draws_the_tree_on_the_recorded_timeline(tmp_path):
+    from cafe.recording.timeline import Timeline
+    from cafe.trace.render import format_seconds
+
+    steps = iter(range(0, 10**12, 37_000_000))  # each monotonic reading 37 ms after the one before
+    timeline = Timeline(origin_unix_nano=1_767_225_600_000_000_000, monotonic_ns=lambda: next(steps))
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), list(DEFAULT_SCRIPT), path, responder=make_responder([]), timeline=timeline)
+    recording = load_recording(path)
+    code, out, err = cafe("replay", str(path), "--show")
+    assert code == 0, err
+    spans = _section(out, "spans").splitlines()
+    generations = [line for line in spans if "[generation]" in line]
+    recorded = [format_seconds(call.timing.duration_ns / 1e9) for call in recording.calls]
+    assert [line.split("[generation]")[1].split()[0] for line in generations] == recorded
+    last = recording.calls[-1].timing
+    shift_seconds = (last.start_unix_nano + last.duration_ns - recording.header.clock_origin_unix_nano) / 1e9
+    assert spans[0].split("[shift]")[1].split()[0] == format_seconds(shift_seconds)
+    assert "1.000s" not in "\n".join(generations)
