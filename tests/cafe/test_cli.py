@@ -272,3 +272,11 @@ def test_replay_show_draws_the_tree_on_the_recorded_timeline(tmp_path):
     shift_seconds = (last.start_unix_nano + last.duration_ns - recording.header.clock_origin_unix_nano) / 1e9
     assert spans[0].split("[shift]")[1].split()[0] == format_seconds(shift_seconds)
     assert "1.000s" not in "\n".join(generations)
+
+
+def test_the_default_shift_ends_with_a_goodbye_not_a_fresh_welcome():
+    code, out, err = cafe("shift", "--seed", "1")
+    assert code == 0, err
+    lines = _section(out, "transcript").splitlines()
+    assert lines[-2] == f"user: {DEFAULT_SCRIPT[1]}"
+    assert lines[-1] == "assistant: Thank you, enjoy your visit!"
