@@ -9,9 +9,12 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# setuptools tells every editable install, as a warning, not to shadow the package with a
+# folder of its name; quiet means quiet, so that one note is filtered (by its text only).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	PYTHONWARNINGS="ignore:Editable installation" \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $@
 
 ## One café shift offline, as a story: the shift, its private recording, its spans, what leaves as OpenTelemetry, its replay.

@@ -7,6 +7,7 @@ never a traceback. Set CAFE_DEBUG=1 to see the traceback of an unexpected failur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -14,18 +15,19 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
 from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
-from cafe.argtypes import file_to_read
+from cafe.argtypes import attach_values, file_to_read
 from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.errors import CafeError, ScriptError, UsageError
 from cafe.handover import handover_note
-from cafe.loop import ShiftRun, run_shift
+from cafe.loop import ShiftRun, new_conversation_id, run_shift
 from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
 from cafe.recording import check as recording_check
 from cafe.recording.errors import ReplayError, TranscriptMismatch
@@ -34,6 +36,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
+from cafe.recording.windows import RecordedClock, call_windows
 from cafe.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
 from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
@@ -41,6 +44,7 @@ from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
 
 EXIT_INTERNAL = 70
+DISTRIBUTION = "cafe_otel"  # the distribution cafe ships in (pyproject's name, normalised)
 
 
 MAX_SCRIPT_BYTES = 1024 * 1024
@@ -144,6 +148,28 @@ def _positive(text: str) -> int:
     return value
 
 
+class _VersionAsked(Exception):
+    """`--version` was given: main prints it on its own stream and exits 0."""
+
+
+class _ShowVersion(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        raise _VersionAsked
+
+
+def version() -> str:
+    """The installed distribution's version, or `unknown` when cafe runs from a source tree
+    that was never installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse writes its usage block before an error and exits; cafe's errors are one line
     with their exit code (2 for usage), so a bad argument is raised like any other error.
@@ -155,11 +181,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     parser = _Parser(prog="cafe", description=(__doc__ or "cafe").splitlines()[0])
+    parser.add_argument("--version", action=_ShowVersion, help="print cafe's version and exit")
     # Its parsers are _Parsers; registrars take any ArgumentParser's subcommands.
     commands = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
                     parser.add_subparsers(dest="command", required=True))
 
-    shift = commands.add_parser("shift", help="run a shift (offline unless COURSE_MODE=live)")
+    shift = commands.add_parser("shift", help="run a shift (offline unless CAFE_MODE=live)")
     shift.add_argument("--script", type=_script_path, help="customer lines, one per line (default: a two-line order)")
     shift.add_argument("--record", metavar="PATH", type=_recording_path,
                        help="record every model call to PATH (JSONL)")
@@ -194,11 +221,9 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     return parser
 
 
-def _seeded(seed: int | None) -> tuple[int, random.Random, str]:
+def _seeded(seed: int | None) -> tuple[int, random.Random]:
     seed = secrets.randbits(32) if seed is None else seed
-    rng = random.Random(seed)
-    conversation_id = f"shift-{rng.getrandbits(48):012x}"
-    return seed, rng, conversation_id
+    return seed, random.Random(seed)
 
 
 # Control characters (terminal escape sequences, a carriage return, a bell) and lone
@@ -220,13 +245,41 @@ def printable(text: str) -> str:
 
 class _Escaping:
     """A text stream whose writes are `printable`: every command's output (plugins' too)
-    reaches the terminal through one, whatever recording, file name or reply it quotes."""
+    reaches the terminal through one, whatever recording, file name or reply it quotes.
+
+    A reader that closes the pipe (`cafe shift | head -1`) ends the output, not the
+    command: the rest is dropped and the command finishes its work (a recording is
+    completed, telemetry shut down) and exits with its own code, as `head`'s writer would
+    want. The process's own stream is then pointed at /dev/null, as the Python docs advise,
+    so that the interpreter's last flush finds no broken pipe to complain about."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.reader_gone = False
 
     def write(self, text: str) -> int:
-        return self._stream.write(printable(text))
+        if not self.reader_gone:
+            try:
+                self._stream.write(printable(text))
+            except BrokenPipeError:
+                self._drop_the_rest()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop_the_rest()
+
+    def _drop_the_rest(self) -> None:
+        self.reader_gone = True
+        if self._stream is not sys.stdout and self._stream is not sys.stderr:
+            return  # a stream handed in: its descriptor is not ours to move
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -259,10 +312,12 @@ def _open_telemetry(
 
 
 def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
-               out: TextIO, err: TextIO) -> int:
+               out: TextIO, err: TextIO, new_id: Callable[[], str]) -> int:
     script = _read_script(args.script) if args.script is not None else list(DEFAULT_SCRIPT)
     decisions = [_parse_decision(d) for d in args.decision] if args.decision else list(DEFAULT_DECISIONS)
-    seed, rng, conversation_id = _seeded(args.seed)
+    seed, rng = _seeded(args.seed)
+    # The seed fixes what the shift says, not which conversation it is: each gets its own id.
+    conversation_id = new_id()
     # One clock for the spans and the recording: call starts are generation starts.
     timeline = Timeline()
     origin_ns = timeline.origin_unix_nano
@@ -316,26 +371,27 @@ def _check_transcript(recording: Recording, run: ShiftRun) -> None:
 def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
                 out: TextIO, err: TextIO) -> int:
     recording = load_recording(args.path, allow_truncated=args.allow_truncated)
-    _, rng, derived_id = _seeded(recording.header.seed or 0)
-    conversation_id = recording.header.conversation_id or derived_id
+    _, rng = _seeded(recording.header.seed or 0)
     origin_ns = recording.header.clock_origin_unix_nano or 0
-    explicit: dict[str, Any] = {"conversation_id": conversation_id}
+    explicit: dict[str, Any] = {}  # the conversation id is the recorded one (replay_shift)
     if args.max_turns is not None:
         explicit["max_turns"] = args.max_turns
     responder = make_responder([_parse_decision(d) for d in args.decision]) if args.decision else None
     if args.report:
         view.check_page_path(args.report)  # before the replay, not after it failed
-    # A replay's spans sit on the recording's own timeline, one tick a second after its
-    # origin, so replaying twice gives the same timestamps.
-    clock = TickClock()
-    session = _open_telemetry(plugins, args, environ, clock=clock, origin_unix_nano=origin_ns)
-    tracer = session.tracer if session else Tracer(clock=clock)
+    # With telemetry, a replay's spans sit on the recording's own timeline, one tick a second
+    # after its origin, so replaying twice exports the same timestamps; without it, the tree
+    # --show draws is on the recorded call windows.
+    session = _open_telemetry(plugins, args, environ, clock=TickClock(), origin_unix_nano=origin_ns)
+    recorded_clock = None if session else RecordedClock(call_windows(recording))
+    tracer = session.tracer if session else Tracer(clock=recorded_clock)
     try:
         run, _ = replay_shift(
             recording,
             _read_script(args.script) if args.script is not None else None,
             responder=responder,
             tracer=tracer,
+            recorded_clock=recorded_clock,
             ignore=args.ignore,
             scrubber=Scrubber.from_environment(environ),
             **explicit,
@@ -376,23 +432,38 @@ def main(
     out: TextIO | None = None,
     err: TextIO | None = None,
     load_plugins: PluginLoader = installed_plugins,
+    new_conversation_id: Callable[[], str] = new_conversation_id,
 ) -> int:
+    """`new_conversation_id` gives each shift its `gen_ai.conversation.id`."""
     environ = os.environ if environ is None else environ
-    out = cast(TextIO, _Escaping(out or sys.stdout))
-    err = cast(TextIO, _Escaping(err or sys.stderr))
+    streams = _Escaping(out or sys.stdout), _Escaping(err or sys.stderr)
+    try:
+        return _main(argv, environ, *streams, load_plugins, new_conversation_id)
+    finally:
+        for stream in streams:  # a closed pipe is found here at the latest, not at exit
+            stream.flush()
+
+
+def _main(argv: Sequence[str] | None, environ: Mapping[str, str], escaping_out: _Escaping,
+          escaping_err: _Escaping, load_plugins: PluginLoader, new_conversation_id: Callable[[], str]) -> int:
+    out, err = cast(TextIO, escaping_out), cast(TextIO, escaping_err)
     try:
         def warn(line: str) -> None:
             err.write(line + "\n")
 
         with terminated_as_interrupt():
             plugins = load_plugins(warn)
-            args = _build_parser(plugins).parse_args(argv)
+            parser = _build_parser(plugins)
+            args = parser.parse_args(attach_values(parser, sys.argv[1:] if argv is None else argv))
             if args.command == "shift":
-                return _cmd_shift(args, plugins, environ, out, err)
+                return _cmd_shift(args, plugins, environ, out, err, new_conversation_id)
             if args.command == "replay":
                 return _cmd_replay(args, plugins, environ, out, err)
             code: int = args.run(args, environ, out, err)
             return code
+    except _VersionAsked:
+        out.write(f"cafe {version()}\n")
+        return 0
     except CafeError as error:
         err.write(f"cafe: error: {_one_line(error)}\n")
         return error.exit_code

@@ -7,7 +7,9 @@ returns a `ShiftRun` that holds everything a debrief or a replay needs.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,8 @@ RETRIES_EXHAUSTED = StopReason.RETRIES_EXHAUSTED
 STOP_REASONS = tuple(StopReason)
 
 AGENT_NAME = "cafe-counter"
+# The stand-in id of a replayed recording that holds none (a plain {request, response}
+# file): replays of it stay byte-identical. A shift that runs gets a fresh id instead.
 DEFAULT_CONVERSATION_ID = "shift-1"
 CANCELLED = ToolStatus.CANCELLED
 
@@ -69,6 +73,13 @@ class _Turn:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
+def new_conversation_id(random_bytes: Callable[[int], bytes] = os.urandom) -> str:
+    """A fresh `gen_ai.conversation.id`: a UUID4 drawn from `random_bytes` (the OS's
+    entropy unless a test hands in its own), so two shifts never share one, whatever seed
+    their RNG was given."""
+    return f"shift-{uuid.UUID(bytes=random_bytes(16), version=4)}"
+
+
 def _compact(result: dict[str, Any]) -> str:
     return json.dumps(result, separators=(",", ":"), sort_keys=True)
 
@@ -81,13 +92,16 @@ def run_shift(
     tracer: Tracer | None = None,
     max_turns: int = 8,
     max_repairs: int = 2,
-    conversation_id: str = DEFAULT_CONVERSATION_ID,
+    conversation_id: str | None = None,
     temperature: float = 0.0,
     system_prompt: str = SYSTEM_PROMPT,
 ) -> ShiftRun:
+    """`conversation_id` names the conversation on every span; without one the shift gets
+    its own (`new_conversation_id`)."""
     if isinstance(user_turns, str):  # its characters would each be taken for a customer line
         raise ScriptError("the customer lines must be a list of strings, not one string")
     tracer = tracer if tracer is not None else NullTracer()
+    conversation_id = conversation_id if conversation_id is not None else new_conversation_id()
     if tracer.listening and not isinstance(client, TracingClient):
         client = TracingClient(client, tracer)
     lines = list(user_turns)

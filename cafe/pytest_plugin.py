@@ -9,16 +9,22 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 
 - The recording lives next to the test file, in `recordings/<module>/<test>.jsonl`, or
   where `@pytest.mark.cafe_recording(path=...)` says (relative to the test file).
+  A test id that is not a safe file name (a parametrized `test_x[A latte, please.]`) is
+  named by a readable slug of it and a short hash of the whole id; two tests of one
+  session on one recording fail.
 - With no recording, the test records one through the client the `cafe_model_client`
-  fixture gives (by default the one `cafe.clients.get_client()` picks: offline unless
-  COURSE_MODE=live; override the fixture to record something else). The recording is
+  fixture gives: by default the live client with CAFE_MODE=live, or the offline scripted
+  one when that is chosen (CAFE_MODE=offline, the ini option `cafe_record_offline = true`,
+  or the marker's `record_offline=True`); with no choice the test fails saying so.
+  Override the fixture to record something else. The recording is
   written beside its final name and moved into place only when the test passes, so a
   failed test never leaves a half recording to be replayed.
 - With a recording, the test replays it: responses are served in order, each request
   must match (`ReplayMismatch` otherwise; declare volatile fields with
-  `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), network connections are
-  refused for the whole test, and when the test body ends every recorded call must have
-  been made: a test that made fewer calls fails naming the first unused one.
+  `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), the network is refused
+  for the whole test (connections, datagrams, name lookups; 127.0.0.1 too unless the
+  marker says `allow_loopback=True`), and when the test body ends every recorded call must
+  have been made: a test that made fewer calls fails naming the first unused one.
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
@@ -31,12 +37,15 @@ jsonschema with it) is loaded only when a test asks for the fixture.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import ipaddress
 import os
 import re
 import socket
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -63,6 +72,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "none: never record (a missing recording fails the test)",
     )
     parser.addini("cafe_record_mode", "default for --cafe-record-mode", default="once")
+    parser.addini(OFFLINE_INI, "record through the offline scripted model when CAFE_MODE is not set",
+                  type="bool", default=False)
     group.addoption(
         "--cafe-report-dir",
         default=None,
@@ -74,8 +85,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "cafe_recording(path=None, *, ignore=(), allow_truncated=False): where this test's cafe "
-        "recording lives (relative to the test file) and which request fields replay ignores",
+        "cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_loopback=False, "
+        "record_offline=False): where this test's cafe recording lives (relative to the test file), "
+        "which request fields replay ignores, whether the replaying test may reach 127.0.0.1, and "
+        "whether it records through the offline scripted model",
     )
 
 
@@ -89,25 +102,113 @@ def record_mode(config: pytest.Config) -> RecordMode:
         raise pytest.UsageError(f"cafe_record_mode: {error}") from None
 
 
+MARKER = "cafe_recording"
+MARKER_OPTIONS = ("path", "ignore", "allow_truncated", "allow_loopback", "record_offline")
+MAX_NAME_BYTES = 96  # of the readable part of a recording's name; a file name may hold 255
+DIGEST_CHARS = 12
+
+
+def marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The test's `@pytest.mark.cafe_recording(...)` options, checked: an unknown option or
+    an empty path fails the test saying so, rather than being quietly ignored."""
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is None:
+        return {}
+    known = ", ".join(MARKER_OPTIONS)
+    unknown = sorted(set(marker.kwargs) - set(MARKER_OPTIONS))
+    if unknown:
+        pytest.fail(f"cafe: @pytest.mark.cafe_recording: no option {unknown[0]!r}; it takes {known}", pytrace=False)
+    if len(marker.args) > 1 or (marker.args and "path" in marker.kwargs):
+        pytest.fail("cafe: @pytest.mark.cafe_recording: one path only, given either first or as path=",
+                    pytrace=False)
+    options = dict(marker.kwargs)
+    if marker.args:
+        options["path"] = marker.args[0]
+    path = options.get("path")
+    if path is not None and (not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip()):
+        pytest.fail("cafe: @pytest.mark.cafe_recording(path=...): needs a file path (an empty one names no "
+                    "file); leave path out to name the recording after the test", pytrace=False)
+    return options
+
+
+def recording_name(test: str) -> str:
+    """A recording's file name for a test id within its module (`test_x[a, b]`,
+    `TestCafe::test_x`): the id itself when it is a safe file name, else a readable slug
+    of it, bounded in length, followed by a short hash of the whole id, so that two ids
+    never share a name (`[A latte, please.]` and `[A latte; please.]` differ)."""
+    readable = test.replace("::", ".")
+    slug = re.sub(r"[^\w.-]+", "_", readable).strip("._-") or "test"
+    exact = slug == readable and len(slug.encode("utf-8")) <= MAX_NAME_BYTES
+    if exact:
+        return f"{slug}.jsonl"
+    bounded = slug.encode("utf-8")[:MAX_NAME_BYTES].decode("utf-8", "ignore").rstrip("._-") or "test"
+    digest = hashlib.sha256(test.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+    return f"{bounded}-{digest}.jsonl"
+
+
 def recording_path(request: pytest.FixtureRequest) -> Path:
-    marker = request.node.get_closest_marker("cafe_recording")
-    explicit = (marker.kwargs.get("path") or (marker.args[0] if marker.args else None)) if marker else None
+    explicit = marker_options(request).get("path")
     here = Path(request.node.path).parent
-    if explicit:
+    if explicit is not None:
         path = Path(explicit)
         return path if path.is_absolute() else here / path
     test = "::".join(request.node.nodeid.split("::")[1:]) or request.node.name
-    name = re.sub(r"[^\w.-]+", "_", test.replace("::", ".")).strip("_") or "test"
-    return here / "recordings" / Path(request.node.path).stem / f"{name}.jsonl"
+    return here / "recordings" / Path(request.node.path).stem / recording_name(test)
+
+
+_CLAIMED = pytest.StashKey[dict[str, str]]()
+
+
+def _claim(request: pytest.FixtureRequest, path: Path) -> None:
+    """One recording per test in a session: a second test on the same file (a shared
+    path=, or two names that one file system takes for the same: case, Unicode form)
+    fails, instead of replaying or replacing the other's recording."""
+    claims = request.config.stash.setdefault(_CLAIMED, {})
+    key = unicodedata.normalize("NFC", os.path.abspath(path)).casefold()
+    owner = claims.setdefault(key, request.node.nodeid)
+    if owner != request.node.nodeid:
+        pytest.fail(f"cafe: {path}: this recording is already {owner}'s in this session; two tests cannot "
+                    "share one (give this test its own @pytest.mark.cafe_recording(path=...))", pytrace=False)
+
+
+_RECORDING_TO = pytest.StashKey[Path]()
+OFFLINE_INI = "cafe_record_offline"
+
+
+def _offline_chosen(request: pytest.FixtureRequest) -> bool:
+    return bool(marker_options(request).get("record_offline")) or bool(request.config.getini(OFFLINE_INI))
 
 
 @pytest.fixture
-def cafe_model_client() -> Any:
-    """The client a recording is made from (only built when recording). Override it in a
-    conftest.py to record through another client."""
-    from cafe.clients.select import get_client
+def cafe_model_client(request: pytest.FixtureRequest) -> Any:
+    """The client a recording is made from (only built when recording): the live client
+    with CAFE_MODE=live, the offline scripted one when it is chosen (CAFE_MODE=offline,
+    the ini option cafe_record_offline, the marker's record_offline=True). With neither,
+    the test fails: a recording of the scripted model made by accident would pass for a
+    real one. Override this fixture in a conftest.py to record through another client."""
+    from cafe.clients.scripted import ScriptedClient
+    from cafe.clients.select import chosen_mode, get_client
+    from cafe.errors import ConfigurationError
 
-    return get_client()
+    failure = None
+    try:
+        mode = chosen_mode(os.environ)
+        if mode is not None:
+            return get_client(os.environ)
+    except ConfigurationError as error:
+        failure = str(error)
+    if failure is not None:
+        pytest.fail(f"cafe: {failure}", pytrace=False)
+    if _offline_chosen(request):
+        return ScriptedClient()
+    where = request.node.stash.get(_RECORDING_TO, None)
+    pytest.fail(
+        f"cafe: {where or 'this test'}: no recording yet, and no model to record: set CAFE_MODE=live (with "
+        f"CAFE_BASE_URL, CAFE_API_KEY, CAFE_MODEL) to record the real one, or choose the offline scripted model "
+        f"with CAFE_MODE=offline, the ini option {OFFLINE_INI} = true or "
+        "@pytest.mark.cafe_recording(record_offline=True), or override the cafe_model_client fixture",
+        pytrace=False,
+    )
 
 
 @pytest.fixture
@@ -119,10 +220,10 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     from cafe.recording.reader import load_recording
     from cafe.recording.replay import ReplayClient
 
-    marker = request.node.get_closest_marker("cafe_recording")
-    options = marker.kwargs if marker else {}
+    options = marker_options(request)
     mode = record_mode(request.config)
     path = recording_path(request)
+    _claim(request, path)
     if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
         yield from _record(request, path)
         return
@@ -149,7 +250,7 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
         # Out of the except block: the chained original would repeat what it says.
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[_REPLAY] = client
-    with _network_refused(path):
+    with _network_refused(path, allow_loopback=bool(options.get("allow_loopback"))):
         yield client
 
 
@@ -158,6 +259,7 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
     from cafe.recording.modes import RecordMode
     from cafe.recording.writer import RecordingClient
 
+    request.node.stash[_RECORDING_TO] = path
     inner = request.getfixturevalue("cafe_model_client")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -178,46 +280,124 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
                     kept.unlink()
 
 
+def is_loopback(host: Any) -> bool:
+    """A host that names this machine's loopback interface: `localhost`, 127.0.0.0/8, ::1
+    (an IPv4-mapped one too), or None (getaddrinfo's "this host", which looks nothing up)."""
+    if host is None:
+        return True
+    if isinstance(host, (bytes, bytearray)):
+        host = bytes(host).decode("ascii", "replace")
+    text = str(host).strip().lower()
+    if text in ("localhost", "localhost."):
+        return True
+    try:
+        address = ipaddress.ip_address(text.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _target(address: Any) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return "a network address"
+
+
+def _host_of(address: Any) -> Any:
+    return address[0] if isinstance(address, tuple) and address else address
+
+
 @contextlib.contextmanager
-def _network_refused(path: Path) -> Iterator[None]:
-    """Refuse every connection and name lookup that is not a local Unix socket."""
+def _network_refused(path: Path, *, allow_loopback: bool = False) -> Iterator[None]:
+    """Refuse every way out of the process for the test's duration: connections
+    (`connect`, `connect_ex`, `create_connection`), datagrams sent to an address
+    (`sendto`, `sendmsg` on an unconnected socket) and name lookups (`getaddrinfo`,
+    `gethostbyname`, `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo`). Local Unix
+    sockets are allowed; the loopback interface only with `allow_loopback` (the marker's
+    option), and no name but `localhost` is ever looked up."""
     from cafe.recording.errors import NetworkRefused
 
-    original_connect = socket.socket.connect
-    original_connect_ex = socket.socket.connect_ex
-    original_getaddrinfo = socket.getaddrinfo
+    loopback_remedy = ("; mark the test @pytest.mark.cafe_recording(allow_loopback=True) to let it reach "
+                       "a server it started on this machine")
 
-    def _is_local(sock: socket.socket) -> bool:
-        return getattr(socket, "AF_UNIX", None) is not None and sock.family == socket.AF_UNIX
+    def refuse(target: str, attempt: str, host: Any) -> NoReturn:
+        remedy = loopback_remedy if is_loopback(host) and not allow_loopback else ""
+        raise NetworkRefused(path, target, attempt=attempt, remedy=remedy)
 
-    def _target(address: Any) -> str:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return f"{address[0]}:{address[1]}"
-        return "a network address"
+    def allowed_host(host: Any) -> bool:
+        return allow_loopback and is_loopback(host)
+
+    def allowed_socket(sock: socket.socket, address: Any) -> bool:
+        if getattr(socket, "AF_UNIX", None) is not None and sock.family == socket.AF_UNIX:
+            return True
+        return sock.family in (socket.AF_INET, socket.AF_INET6) and allowed_host(_host_of(address))
+
+    originals: dict[tuple[Any, str], Any] = {}
+
+    def patch(owner: Any, name: str, replacement: Any) -> None:
+        originals[(owner, name)] = getattr(owner, name)
+        setattr(owner, name, replacement)
+
+    def real(owner: Any, name: str) -> Any:
+        return originals[(owner, name)]
 
     def connect(self: socket.socket, address: Any) -> None:
-        if _is_local(self):
-            return original_connect(self, address)
-        raise NetworkRefused(path, _target(address))
+        if not allowed_socket(self, address):
+            refuse(_target(address), "a connection to", _host_of(address))
+        return real(socket.socket, "connect")(self, address)  # type: ignore[no-any-return]
 
     def connect_ex(self: socket.socket, address: Any) -> int:
-        if _is_local(self):
-            return original_connect_ex(self, address)
-        raise NetworkRefused(path, _target(address))
+        if not allowed_socket(self, address):
+            refuse(_target(address), "a connection to", _host_of(address))
+        return real(socket.socket, "connect_ex")(self, address)  # type: ignore[no-any-return]
 
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        raise NetworkRefused(path, f"{host}:{port} (a name lookup)")
+    def sendto(self: socket.socket, data: Any, *rest: Any) -> int:
+        address = rest[-1] if rest else None
+        if not allowed_socket(self, address):
+            refuse(_target(address), "a datagram to", _host_of(address))
+        return real(socket.socket, "sendto")(self, data, *rest)  # type: ignore[no-any-return]
+
+    def sendmsg(self: socket.socket, buffers: Any, *rest: Any, **named: Any) -> int:
+        address = named.get("address", rest[2] if len(rest) > 2 else None)
+        if address is not None and not allowed_socket(self, address):
+            refuse(_target(address), "a message to", _host_of(address))
+        return real(socket.socket, "sendmsg")(self, buffers, *rest, **named)  # type: ignore[no-any-return]
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if not allowed_host(_host_of(address)):
+            refuse(_target(address), "a connection to", _host_of(address))
+        return real(socket, "create_connection")(address, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def lookup(name: str) -> Any:
+        def looked_up(host: Any, *args: Any, **kwargs: Any) -> Any:
+            if not allowed_host(host):
+                refuse(str(host) if not isinstance(host, bytes) else host.decode("ascii", "replace"),
+                       "a name lookup of", host)
+            return real(socket, name)(host, *args, **kwargs)
+        return looked_up
+
+    def getnameinfo(address: Any, flags: int) -> Any:
+        if not allowed_host(_host_of(address)):
+            refuse(_target(address), "a name lookup of", _host_of(address))
+        return real(socket, "getnameinfo")(address, flags)
 
     # Patching a C type's methods: typeshed's signatures cannot be met by a wrapper.
-    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
-    socket.getaddrinfo = getaddrinfo
     try:
+        patch(socket.socket, "connect", connect)
+        patch(socket.socket, "connect_ex", connect_ex)
+        patch(socket.socket, "sendto", sendto)
+        if hasattr(socket.socket, "sendmsg"):
+            patch(socket.socket, "sendmsg", sendmsg)
+        patch(socket, "create_connection", create_connection)
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
+            patch(socket, name, lookup(name))
+        patch(socket, "getnameinfo", getnameinfo)
         yield
     finally:
-        socket.socket.connect = original_connect  # type: ignore[method-assign]
-        socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
-        socket.getaddrinfo = original_getaddrinfo
+        for (owner, name), original in reversed(list(originals.items())):
+            setattr(owner, name, original)
 
 
 @pytest.hookimpl(wrapper=True)

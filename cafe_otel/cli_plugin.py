@@ -1,7 +1,7 @@
 """The `cafe` command's OpenTelemetry plugin (entry point `cafe.plugins: otel`).
 
-Adds `--otlp [ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
-`cafe replay`, the command `cafe export RECORDING [--otlp ENDPOINT] [--out FILE]`, and
+Adds `--otlp[=ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
+`cafe replay`, the command `cafe export RECORDING [--otlp=ENDPOINT] [--out FILE]`, and
 `cafe golden RECORDING GOLDEN [--update] [--allow-truncated]` (a replay's OTLP bytes against a golden file).
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cafe.argtypes import file_to_read
+from cafe.argtypes import AttachedValue, file_to_read
 from cafe.errors import CafeError
 from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
@@ -68,13 +68,20 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _is_url(word: str) -> bool:
+    """A word after a bare --otlp that is its endpoint: only a URL with a scheme, so that a
+    recording's path after the option stays the path."""
+    return "://" in word
+
+
 def _add_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("OpenTelemetry export (cafe_otel)")
     group.add_argument(
-        "--otlp", nargs="?", const="", default=None, metavar="ENDPOINT",
-        help="export spans over OTLP (to ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT, else "
-             "localhost); on by default when OTEL_EXPORTER_OTLP_ENDPOINT is set. Put it after "
-             "positional arguments, or write --otlp=ENDPOINT",
+        "--otlp", action=AttachedValue, separate=_is_url, default=None, metavar="ENDPOINT",
+        help="export spans over OTLP: to ENDPOINT when written --otlp=ENDPOINT (or --otlp URL, "
+             "a URL with its scheme), else to OTEL_EXPORTER_OTLP_ENDPOINT, else localhost; on by "
+             "default when OTEL_EXPORTER_OTLP_ENDPOINT is set. A bare --otlp takes no value, "
+             "wherever it stands",
     )
     group.add_argument("--otlp-protocol", choices=[GRPC, HTTP], default=None,
                        help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
@@ -200,7 +207,7 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         out.write(f"wrote {len(spans)} spans ({len(recording.calls)} model calls) to {args.out}\n")
         return 0
     if not _wanted(args, environ):
-        raise NothingToExportTo("cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
+        raise NothingToExportTo("cafe export needs --otlp=ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
     _quiet_grpc_core(environ)
     # A recording is exported as spans only: its metrics were (or were not) sent when it ran.
     handle = _handle(args, environ, service_name=args.service_name, metrics=False)

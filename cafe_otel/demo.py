@@ -34,18 +34,24 @@ from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
 from cafe.errors import UsageError
 from cafe.handover import handover_note
 from cafe.loop import ShiftRun
-from cafe.recording.errors import RecordingError, RecordingExists
+from cafe.outcomes import StopReason
+from cafe.prompt import SYSTEM_PROMPT
+from cafe.recording.errors import RecordingError, RecordingExists, ReplayMismatch
+from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
+from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript
+from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report, write_private_page
 from cafe_otel.configure import configure
 from cafe_otel.otlp import encode
 
 DEMO_SEED = 7
 CONVERSATION_ID = "demo-shift-1"
 RECORDING_NAME = "shift.jsonl"
+MISMATCH_PAGE, SHIFT_PAGE = "mismatch.html", "shift.html"
 
 
 class _KeptMetrics(MetricExporter):
@@ -186,6 +192,10 @@ def _keep_directory(keep: Path) -> Path:
     path = keep / RECORDING_NAME
     if os.path.lexists(path):
         raise KeptRecordingExists(path)
+    for page in (keep / MISMATCH_PAGE, keep / SHIFT_PAGE):
+        if os.path.lexists(page):
+            raise UsageError(f"cafe demo --keep {keep}: {page.name} is already there and the demo never "
+                             "overwrites a page (choose another --keep DIR, or remove it)")
     try:
         keep.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -224,7 +234,11 @@ def _demo(out: TextIO, path: Path, *, kept: bool) -> int:
     out.write(f"shift ended: {run.stop_reason} after {run.turns_used} turns; tickets fired: {len(fired)}; "
               f"fires refused: {len(refused)}"
               + (f" ({refused[0].status} of the fire at turn {refused[0].duplicate_of_turn})" if refused else "")
-              + "\n\n")
+              + "\n")
+    if run.stop_reason == StopReason.CONSENT_VIOLATION and fired:
+        out.write("that is the guard at work, not a failure: the model fired one approval twice, the executor "
+                  "refused the second, and the shift stopped there. The customer pays once.\n")
+    out.write("\n")
     note = handover_note(run, clock=lambda: timeline.origin_unix_nano / 1e9, rng=random.Random(DEMO_SEED))
     out.write("== handover note ==\n" + note + "\n\n")
 
@@ -254,8 +268,54 @@ def _demo(out: TextIO, path: Path, *, kept: bool) -> int:
     same = transcript(replayed) == transcript(run)
     out.write("== 4. the replay ==\n")
     out.write(f"replayed {replayed.model_calls} calls from the recording with {model.calls - calls_live} model calls; "
-              f"transcript identical: {'yes' if same else 'NO'}; stop reason {replayed.stop_reason}\n")
-    return 0 if same and not leaked else 1
+              f"transcript identical: {'yes' if same else 'NO'}; stop reason {replayed.stop_reason}\n\n")
+
+    caught = _changed_prompt(out, path, recording, kept=kept)
+    _view_page(out, path, recording, kept=kept)
+    _next_commands(out, path if kept else Path(RECORDING_NAME))
+    return 0 if same and not leaked and caught else 1
+
+
+def _changed_prompt(out: TextIO, path: Path, recording: Recording, *, kept: bool) -> bool:
+    """What CI buys: the recording, replayed after a one-word edit of the system prompt,
+    fails on the first call, in one line, with a page that shows the difference."""
+    edited = SYSTEM_PROMPT.replace("warm, brief and exact", "warm, chatty and exact", 1)
+    out.write("== 5. what CI catches: the same replay after a one-word prompt edit ==\n")
+    try:
+        replay_shift(path, tracer=Tracer(), system_prompt=edited)
+    except ReplayMismatch as error:
+        page = write_mismatch_report(path.with_name(MISMATCH_PAGE), recording, error)
+        out.write(f"cafe: error: {error}\n")
+        out.write(f"exit {error.exit_code}; the page of the mismatch, recorded and incoming request side by side: "
+                  f"{_where(page, kept)}\n\n")
+        return True
+    out.write("the edited prompt replayed without a mismatch: the demo is broken\n\n")
+    return False
+
+
+def _view_page(out: TextIO, path: Path, recording: Recording, *, kept: bool) -> None:
+    shift = timeline(scrubbed(recording, Scrubber.from_environment({})))
+    page = write_private_page(path.with_name(SHIFT_PAGE), shift_page(shift, source=str(path)))
+    out.write("== 6. the shift as a page (cafe view) ==\n")
+    out.write(f"{_where(page, kept)}: the conversation, every call on its recorded timeline, tokens and tools; "
+              "private (mode 0600), like the recording\n\n")
+
+
+def _where(page: Path, kept: bool) -> str:
+    return str(page) if kept else f"{page} (removed at the end; keep it with --keep DIR)"
+
+
+def _next_commands(out: TextIO, recording: Path) -> None:
+    out.write("== next ==\n")
+    for command, what in (
+        ("cafe demo --keep DIR", "keep the recording and both pages to open them"),
+        (f"cafe view {recording} -o shift.html", "the page of a recording"),
+        (f"cafe replay {recording} --show", "a replay with zero model calls, its transcript and span tree"),
+        (f"cafe replay {recording} --report mismatch.html", "on a mismatch, its page too"),
+        ("cafe shift --record my-shift.jsonl", "record a shift of your own (CAFE_MODE=live for a real model)"),
+        (f"cafe export {recording} --otlp=http://127.0.0.1:4317", "send a recording to a collector as spans"),
+    ):
+        out.write(f"  {command}  # {what}\n")  # a line to paste into a shell, comment and all
 
 
 def _directory_argument(text: str) -> Path:

@@ -95,7 +95,9 @@ def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 def commands() -> dict[str, dict[str, argparse.Action]]:
     plugins = installed_plugins(lambda line: None)
     assert "otel" in [plugin.name for plugin in plugins], "cafe_otel's plugin is not installed"
-    return {name: options_of(sub) for name, sub in subcommands(_build_parser(plugins)).items()}
+    parser = _build_parser(plugins)
+    # `cafe`'s own options (--version) stand for the command as a whole, under its name.
+    return {"cafe": options_of(parser), **{name: options_of(sub) for name, sub in subcommands(parser).items()}}
 
 
 def help_mentions() -> list[Mention]:

@@ -1,7 +1,8 @@
 """The offline model: deterministic, no network, the default everywhere.
 
 It answers a tool result with a short closing line, a customer line that names menu items
-with one price_check call per item, and anything else by asking what the customer wants.
+with one price_check call per item, a later line that names nothing with a goodbye, and a
+first one that names nothing by asking what the customer wants.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ class ScriptedClient:
     ) -> Response:
         check_tool_call_ids(messages)
         self.calls += 1
-        message, usage = self._reply(messages[-1] if messages else {})
+        message, usage = self._reply(messages)
         return make_response(
             message, model=self.model, response_id=f"scripted-{self.calls}", usage=usage
         )
 
-    def _reply(self, last: Message) -> tuple[Message, tuple[int, int]]:
+    def _reply(self, messages: list[Message]) -> tuple[Message, tuple[int, int]]:
+        last = messages[-1] if messages else {}
         if last.get("role") == "tool":
             return {"role": "assistant", "content": "Noted. Anything else for you?"}, TEXT_TURN_USAGE
         named = items_named_in(str(last.get("content") or "")) if last.get("role") == "user" else []
@@ -60,4 +62,7 @@ class ScriptedClient:
                 for index, item in enumerate(named, start=1)
             ]
             return {"role": "assistant", "content": None, "tool_calls": calls}, TOOL_TURN_USAGE
+        if last.get("role") == "user" and any(message.get("role") == "tool" for message in messages):
+            # A line naming nothing, after the order was priced: the customer is done.
+            return {"role": "assistant", "content": "Thank you, enjoy your visit!"}, TEXT_TURN_USAGE
         return {"role": "assistant", "content": "What can I get you today?"}, TEXT_TURN_USAGE

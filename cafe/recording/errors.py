@@ -122,6 +122,11 @@ class RecordingNotClean(RecordingError):
         )
 
 
+class UnusableIgnorePath(RecordingError):
+    """A declared ignore path (`cafe replay --ignore`, the marker's `ignore=`) that would make replay
+    check next to nothing, or nothing at all; the message says what to write instead."""
+
+
 class ReplayError(RecordingError):
     """The replayed shift did not make the calls the recording holds.
 
@@ -173,11 +178,12 @@ class NetworkRefused(ReplayError):
 
     exit_code = 45
 
-    def __init__(self, path: Path | str, target: str) -> None:
+    def __init__(self, path: Path | str, target: str, *, attempt: str = "a connection to",
+                 remedy: str = "") -> None:
         self.path = Path(path)
         super().__init__(
             f"{path}: network access is refused while replaying this recording "
-            f"(a connection to {target} was attempted)"
+            f"({attempt} {target} was attempted){remedy}"
         )
 
 

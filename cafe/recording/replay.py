@@ -18,7 +18,13 @@ import orjson
 from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
 from cafe.jsondata import fresh_json, json_document, plain_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
-from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
+from cafe.recording.errors import (
+    RecordingError,
+    RecordingExhausted,
+    ReplayMismatch,
+    UnusableIgnorePath,
+    UnusedCalls,
+)
 from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
@@ -59,7 +65,7 @@ class ReplayClient:
             try:
                 parse_path(declared)
             except ValueError as error:
-                raise RecordingError(f"{self.recording.path}: {error}") from None
+                raise UnusableIgnorePath(f"{self.recording.path}: {error}") from None
         self._ignore = tuple(ignore)
         self._scrubber = scrubber or Scrubber.from_environment()
         self.calls = 0

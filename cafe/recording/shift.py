@@ -10,13 +10,14 @@ from typing import Any
 from cafe.clients.base import ChatClient
 from cafe.consent import Decision, Responder, make_responder
 from cafe.errors import ScriptError
-from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, run_shift
+from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, new_conversation_id, run_shift
 from cafe.recording.format import Ending, Recording
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
 from cafe.recording.scrub import Scrubber
 from cafe.recording.timeline import NanoClock, Timeline
+from cafe.recording.windows import RecordedClock, RecordedTracingClient
 from cafe.recording.writer import RecordingClient
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript_digest
@@ -55,7 +56,8 @@ def record_shift(
     if timeline is None:
         timeline = Timeline(wall_clock_ns() if wall_clock_ns else None)
     tracer = tracer if tracer is not None else Tracer(clock=timeline)
-    shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
+    if shift_options.get("conversation_id") is None:
+        shift_options["conversation_id"] = new_conversation_id()
     settings = {**_RUN_DEFAULTS, **{k: v for k, v in shift_options.items() if k in _RUN_DEFAULTS}}
     recorder = RecordingClient(
         client, path, mode=mode, scrubber=scrubber, seed=seed, script=script,
@@ -102,10 +104,14 @@ def replay_shift(
     ignore: Sequence[str] = (),
     scrubber: Scrubber | None = None,
     allow_truncated: bool = False,
+    recorded_clock: RecordedClock | None = None,
     **shift_options: Any,
 ) -> tuple[ShiftRun, Tracer]:
     """Replay with zero model calls; raises `ReplayMismatch` on the first differing request
     and `UnusedCalls` when the shift ended with recorded calls left over.
+
+    With `recorded_clock` (which must be `tracer`'s clock), each generation span sits where
+    its recorded call did.
 
     The shift runs with the settings its header recorded (explicit `shift_options` win).
     A recording without an end line (a shift that did not finish) is replayed up to its
@@ -115,9 +121,14 @@ def replay_shift(
         path if isinstance(path, Recording)
         else load_recording(path, allow_truncated=allow_truncated)
     )
-    client = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
+    replay = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
+    client: ChatClient = replay
+    if recorded_clock is not None and tracer.listening:
+        client = RecordedTracingClient(replay, tracer, recorded_clock)
     for key, value in recording.header.shift_options().items():
         shift_options.setdefault(key, value)
+    # The recorded conversation keeps its id; one that recorded none keeps a fixed stand-in.
+    shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
     if recording.ending is None:
         recorded = len(recording.calls)
         shift_options["max_turns"] = min(shift_options.get("max_turns", recorded), recorded)
@@ -128,5 +139,5 @@ def replay_shift(
         tracer=tracer,
         **shift_options,
     )
-    client.assert_exhausted()
+    replay.assert_exhausted()
     return run, tracer

@@ -2,15 +2,20 @@
 
 A call with `timing` sits where it was recorded. One without (a plain recording from
 another harness) gets a synthetic, deterministic place: 1 ms long, 1 ms apart, after a 1 ms
-lead-in from the header's clock origin (or 0). `cafe export` and `cafe view` both draw a
-recording on this timeline, so a span and a waterfall bar of the same call agree.
+lead-in from the header's clock origin (or 0). `cafe export`, `cafe view` and
+`cafe replay --show` all draw a recording on this timeline, so a span and a waterfall bar
+of the same call agree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from cafe.clients.base import ChatClient, Message, Response
 from cafe.recording.format import Recording
+from cafe.trace.tracer import Tracer
+from cafe.trace.tracing_client import TracingClient
 
 SYNTHETIC_STEP_NS = 1_000_000
 
@@ -48,3 +53,63 @@ def call_windows(recording: Recording) -> RecordedTimeline:
     if not timed:
         shift_end += SYNTHETIC_STEP_NS  # close the synthetic shift a step after its last call
     return RecordedTimeline(Window(shift_start, shift_end), calls, timed)
+
+
+class RecordedClock:
+    """A tracer's clock for a replay, on the recording's timeline: a call's generation span
+    starts and ends where the recorded call did, and every other reading is the latest
+    recorded moment passed (the shift's start before the first call, a call's end after
+    it). Readings are seconds since the shift's start, never going back.
+
+    `RecordedTracingClient` tells it when a call begins and ends; the span's first reading
+    inside a call is its start, the later ones its end."""
+
+    def __init__(self, timeline: RecordedTimeline) -> None:
+        self.origin_unix_nano = timeline.shift.start
+        self._calls = timeline.calls
+        self._served = 0
+        self._current: Window | None = None
+        self._readings_in_call = 0
+        self._now = timeline.shift.start
+
+    def __call__(self) -> float:
+        at = self._now
+        if self._current is not None:
+            at = self._current.start if self._readings_in_call == 0 else self._current.end
+            self._readings_in_call += 1
+        self._now = max(self._now, at)
+        return (self._now - self.origin_unix_nano) / 1e9
+
+    def call_begins(self) -> None:
+        self._current = self._calls[self._served] if self._served < len(self._calls) else None
+        self._readings_in_call = 0
+
+    def call_ends(self) -> None:
+        if self._current is not None:
+            self._now = max(self._now, self._current.end)
+            self._served += 1
+        self._current = None
+
+    def __repr__(self) -> str:
+        return f"RecordedClock(calls={len(self._calls)}, served={self._served})"
+
+
+class RecordedTracingClient(TracingClient):
+    """A `TracingClient` that moves a `RecordedClock` to each call before its span opens."""
+
+    def __init__(self, client: ChatClient, tracer: Tracer, clock: RecordedClock) -> None:
+        super().__init__(client, tracer)
+        self._recorded_clock = clock
+
+    def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.0,
+        tool_choice: Any = None,
+    ) -> Response:
+        self._recorded_clock.call_begins()
+        try:
+            return super().chat(messages, tools, temperature, tool_choice)
+        finally:
+            self._recorded_clock.call_ends()

@@ -6,10 +6,20 @@ import io
 
 import pytest
 
-from cafe import DEFAULT_SCRIPT, MissingSettings, load_records
+from cafe import (
+    DEFAULT_SCRIPT,
+    MissingSettings,
+    ScriptedClient,
+    load_records,
+    make_responder,
+    record_shift,
+    replay_shift,
+    run_shift,
+)
 from cafe.cli import main
 from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 from cafe.errors import ScriptError
+from cafe.recording import load_recording
 from cafe.recording.errors import RecordingExists, RecordingNotFound, RecordingUnwritable
 
 from .helpers import chat_server
@@ -194,3 +204,79 @@ def test_every_usage_error_is_one_line_with_exit_2_and_a_help_command_that_works
     with pytest.raises(SystemExit) as helped:  # argparse prints the help and exits 0
         cafe(*suggested[1:])
     assert helped.value.code == 0
+
+
+def test_version_prints_cafe_and_the_installed_version():
+    from importlib import metadata
+
+    code, out, err = cafe("--version")
+    assert (code, err) == (0, "")
+    assert out == f"cafe {metadata.version('cafe_otel')}\n"
+
+
+@pytest.mark.parametrize("variable", ["CAFE_MODE", "COURSE_MODE"])
+def test_shift_with_an_unknown_mode_is_a_configuration_error_not_an_offline_run(variable):
+    code, out, err = cafe("shift", "--seed", "1", environ={variable: "true"})
+    _one_error_line(code, err)
+    assert code == 20 and out == ""
+    assert variable in err and "live or offline" in err
+
+
+def test_each_shift_gets_its_own_conversation_id_whatever_its_seed(tmp_path):
+    ids = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.jsonl"
+        code, _, err = cafe("shift", "--seed", "7", "--record", str(path))
+        assert code == 0, err
+        ids.append(load_recording(path).header.conversation_id)
+    assert ids[0] != ids[1] and all(i.startswith("shift-") for i in ids)
+    # A replay keeps the recorded id.
+    run, _ = replay_shift(tmp_path / "a.jsonl")
+    assert run.conversation_id == ids[0]
+
+
+def test_the_conversation_id_source_is_injected(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    given = iter(["shift-first", "shift-second"])
+    code = main(["shift", "--seed", "1", "--record", str(path)], environ={}, out=io.StringIO(),
+                err=io.StringIO(), load_plugins=lambda warn: [], new_conversation_id=lambda: next(given))
+    assert code == 0
+    assert load_recording(path).header.conversation_id == "shift-first"
+
+
+def test_run_shift_without_an_id_draws_a_fresh_one_each_time():
+    from cafe.loop import new_conversation_id
+
+    first = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))
+    second = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))
+    assert first.conversation_id != second.conversation_id
+    assert new_conversation_id(lambda n: bytes(n)) == "shift-00000000-0000-4000-8000-000000000000"
+
+
+def test_replay_show_draws_the_tree_on_the_recorded_timeline(tmp_path):
+    from cafe.recording.timeline import Timeline
+    from cafe.trace.render import format_seconds
+
+    steps = iter(range(0, 10**12, 37_000_000))  # each monotonic reading 37 ms after the one before
+    timeline = Timeline(origin_unix_nano=1_767_225_600_000_000_000, monotonic_ns=lambda: next(steps))
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), list(DEFAULT_SCRIPT), path, responder=make_responder([]), timeline=timeline)
+    recording = load_recording(path)
+    code, out, err = cafe("replay", str(path), "--show")
+    assert code == 0, err
+    spans = _section(out, "spans").splitlines()
+    generations = [line for line in spans if "[generation]" in line]
+    recorded = [format_seconds(call.timing.duration_ns / 1e9) for call in recording.calls]
+    assert [line.split("[generation]")[1].split()[0] for line in generations] == recorded
+    last = recording.calls[-1].timing
+    shift_seconds = (last.start_unix_nano + last.duration_ns - recording.header.clock_origin_unix_nano) / 1e9
+    assert spans[0].split("[shift]")[1].split()[0] == format_seconds(shift_seconds)
+    assert "1.000s" not in "\n".join(generations)
+
+
+def test_the_default_shift_ends_with_a_goodbye_not_a_fresh_welcome():
+    code, out, err = cafe("shift", "--seed", "1")
+    assert code == 0, err
+    lines = _section(out, "transcript").splitlines()
+    assert lines[-2] == f"user: {DEFAULT_SCRIPT[1]}"
+    assert lines[-1] == "assistant: Thank you, enjoy your visit!"

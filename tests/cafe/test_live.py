@@ -93,10 +93,32 @@ def test_cafe_settings_win_over_openai_fallbacks():
 
 @pytest.mark.parametrize(
     "environ",
-    [{}, {"COURSE_MODE": "offline"}, {"CAFE_MODE": "offline", "COURSE_MODE": "live"}, {"COURSE_MODE": "LIVE-ish"}],
+    [{}, {"COURSE_MODE": "offline"}, {"CAFE_MODE": "offline", "COURSE_MODE": "live"}, {"CAFE_MODE": " Offline "},
+     {"CAFE_MODE": "", "COURSE_MODE": ""}],
 )
 def test_get_client_is_offline_unless_live_is_asked_for(environ):
     assert isinstance(get_client(environ), ScriptedClient)
+
+
+@pytest.mark.parametrize(("environ", "variable"), [
+    ({"COURSE_MODE": "true"}, "COURSE_MODE"),
+    ({"COURSE_MODE": "LIVE-ish"}, "COURSE_MODE"),
+    ({"CAFE_MODE": "1"}, "CAFE_MODE"),
+    ({"CAFE_MODE": "on", "COURSE_MODE": "live"}, "CAFE_MODE"),
+    ({"CAFE_MODE": "offline", "COURSE_MODE": "yes"}, "COURSE_MODE"),
+])
+def test_a_mode_other_than_live_or_offline_is_refused_naming_the_variable(environ, variable):
+    with pytest.raises(ConfigurationError) as caught:
+        get_client(environ)
+    text = str(caught.value)
+    assert text.startswith(f"{variable}: ") and "live" in text and "offline" in text
+    assert environ[variable] not in text.split(":", 1)[1].replace("live or offline", "")
+
+
+def test_cafe_mode_wins_over_the_course_mode_alias():
+    environ = {"CAFE_MODE": "live", "COURSE_MODE": "offline", "CAFE_BASE_URL": "http://127.0.0.1:9/v1",
+               "CAFE_API_KEY": KEY, "CAFE_MODEL": "m"}
+    assert isinstance(get_client(environ), LiveClient)
 
 
 def test_get_client_live_builds_a_live_client_without_calling_anything(network_attempts):

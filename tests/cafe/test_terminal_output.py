@@ -11,11 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe import ScriptedClient, make_responder, record_shift
 from cafe.cli import main, printable
+from cafe.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 # A carriage return too: it would let a line overwrite the one before it.
@@ -104,3 +106,55 @@ def test_every_command_output_is_escaped_a_finding_path_from_a_recording_key_too
     code, out, err = _run("check-recording", str(path))
     assert code == 39 and _unsafe(out) == [] and _unsafe(err) == []
     assert "e-mail address (in $.<a key of 10 characters>)" in out  # such a key only by its size
+
+
+def _into_a_closed_pipe(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`cafe ARGV | head -0`, made certain: the reading end is closed before cafe writes."""
+    environ = {key: value for key, value in os.environ.items()
+               if not key.startswith(("OTEL_", "CAFE_", "COURSE_"))}
+    environ["PYTHONPATH"] = str(ROOT)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "cafe", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, env=environ, cwd=cwd, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("command", [
+    ("shift", "--seed", "1"),
+    ("replay", "--show", "{seed}"),
+    ("demo",),
+])
+def test_a_closed_stdout_ends_the_output_quietly(tmp_path: Path, command: tuple[str, ...]) -> None:
+    seed = ROOT / "tests" / "recordings" / "seed-shift.jsonl"
+    done = _into_a_closed_pipe(*(word.format(seed=seed) for word in command), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no traceback, no "Exception ignored" at shutdown
+
+
+def test_a_recording_made_into_a_closed_pipe_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    done = _into_a_closed_pipe("shift", "--seed", "1", "--record", str(path), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    recording = load_recording(path)
+    assert recording.ending is not None and len(recording.calls) == 3
+    assert not list(tmp_path.glob("*.partial"))
+
+
+class _ClosedByItsReader(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_gone_mid_command_costs_the_recording_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    err = io.StringIO()
+    code = main(["shift", "--seed", "1", "--record", str(path)], environ={}, out=_ClosedByItsReader(), err=err,
+                load_plugins=lambda warn: [])
+    assert (code, err.getvalue()) == (0, "")
+    assert load_recording(path).ending is not None

@@ -203,7 +203,7 @@ def test_cafe_export_errors_are_one_line(tmp_path):
     cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
     code, _, err = _cli(["export", str(path)])
     assert code == 2
-    assert err == "cafe: error: cafe export needs --otlp ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE\n"
+    assert err == "cafe: error: cafe export needs --otlp=ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE\n"
     code, _, err = _cli(["export", str(path), "--otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"})
     assert code == 20 and "carrier-pigeon" in err and err.count("\n") == 1
 
@@ -345,3 +345,34 @@ def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monk
     code, _out, err = _cli(["replay", path, "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
     assert len(loads) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--otlp", "{path}"],
+    ["replay", "--otlp", "--otlp-protocol", "http/protobuf", "{path}"],
+    ["replay", "{path}", "--otlp"],
+    ["replay", "--otlp", "{url}", "{path}"],
+    ["replay", "--otlp={url}", "{path}"],
+    ["replay", "{path}", "--otlp", "{url}"],
+])
+def test_a_bare_otlp_never_swallows_the_recording_path(receiver, tmp_path, argv):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+                      decisions=SEED_DECISIONS, seed=3)
+    filled = [word.format(path=path, url=receiver.url) for word in argv]
+    # Without a URL after the flag, the endpoint comes from the environment, as --help says.
+    code, out, err = _cli(filled, {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+                                   "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    assert code == 0, err
+    assert f"replayed 3 call(s) from {path}" in out
+    assert "telemetry: 11 spans exported, 0 dropped" in err and receiver.spans()
+
+
+def test_a_bare_otlp_on_export_takes_the_endpoint_from_the_environment(receiver, tmp_path):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+                      decisions=SEED_DECISIONS, seed=3)
+    code, out, err = _cli(["export", "--otlp", str(path)], {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+                                                             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    assert code == 0, err
+    assert f"exported 11 spans (3 model calls) from {path}" in out

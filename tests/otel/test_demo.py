@@ -51,8 +51,33 @@ def test_the_demo_tells_the_story_and_proves_its_claims(tmp_path):
     assert "cafe.tickets.fired{} 1" in telemetry and "cafe.shifts{consent_violation} 1" in telemetry
     assert "0 dropped; 11 metric points exported, 0 dropped" in telemetry
 
-    replay = _section(out, "== 4. the replay ==", None)
+    replay = _section(out, "== 4. the replay ==", "== 5.")
     assert "replayed 6 calls from the recording with 0 model calls; transcript identical: yes" in replay
+
+
+def test_the_demo_ends_on_what_a_user_buys_it_for_and_the_next_commands(tmp_path):
+    code, out, err = _demo("--keep", str(tmp_path))
+    assert code == 0 and err == ""
+    # The stop reason is explained as the guard it is.
+    assert "shift ended: consent_violation" in out and "not a failure" in out
+    caught = _section(out, "== 5. what CI catches", "== 6.")
+    [line] = [line for line in caught.splitlines() if line.startswith("cafe: error: ")]
+    assert "call 1: the request differs from the recording at $.messages[0].content" in line
+    mismatch = tmp_path / "mismatch.html"
+    assert f"page of the mismatch, recorded and incoming request side by side: {mismatch}\n" in caught
+    assert stat.S_IMODE(mismatch.stat().st_mode) == 0o600 and "messages[0].content" in mismatch.read_text()
+    page = tmp_path / "shift.html"
+    assert str(page) in _section(out, "== 6. the shift as a page", "== next ==")
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600 and "<html" in page.read_text().lower()
+    commands = [line.split("  # ")[0].strip() for line in _section(out, "== next ==", None).splitlines() if line]
+    assert f"cafe replay {tmp_path / 'shift.jsonl'} --show" in commands
+    # The next commands work as printed.
+    for number, command in enumerate(commands):
+        if command.startswith(("cafe replay", "cafe view")):
+            argv = command.split()[1:]
+            if "-o" in argv or "--report" in argv:
+                argv[-1] = str(tmp_path / f"again-{number}.html")
+            assert main(argv, environ={}, out=io.StringIO(), err=io.StringIO(), load_plugins=lambda warn: []) == 0
 
 
 def test_without_keep_the_demo_leaves_nothing_behind(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ test that makes one call fewer, naming the unused call."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,303 @@ def test_a_whole_shift_through_the_default_client(pytester: pytest.Pytester, mon
     """)
     pytester.runpytest().assert_outcomes(passed=1)
     pytester.runpytest("--cafe-record-mode=none").assert_outcomes(passed=1)
+
+
+# --- recording names ---------------------------------------------------------------------
+
+PARAMETRIZED = '''
+import pytest
+from cafe.clients.canned import CannedClient
+
+
+@pytest.fixture
+def cafe_model_client(request):
+    return CannedClient([{{"content": "reply to " + request.node.callspec.id}}])
+
+
+@pytest.mark.parametrize("line", {lines!r})
+def test_order(cafe_recording, line):
+    reply = cafe_recording.chat([{{"role": "user", "content": line}}])
+    assert reply["choices"][0]["message"]["content"]
+'''
+
+
+@pytest.mark.parametrize("lines", [
+    ["A latte, please.", "A latte; please."],
+    ["A latte", "A latte?", "A latte!", "a latte"],
+    ["x" * 300 + "1", "x" * 300 + "2"],  # past any file name's length, alike up to the bound
+    ["café", "cafe\u0301"],  # one word, in its two Unicode forms
+])
+def test_each_parametrized_test_has_its_own_recording(pytester: pytest.Pytester, lines):
+    pytester.makepyfile(test_orders=PARAMETRIZED.format(lines=lines))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(lines))
+    files = sorted((pytester.path / "recordings" / "test_orders").glob("*.jsonl"))
+    assert len(files) == len(lines)
+    assert all(len(f.name.encode()) <= 255 and f.name.startswith("test_order") for f in files)
+    before = {f.name: f.read_bytes() for f in files}
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(lines))  # each replays its own
+    pytester.runpytest("-p", "no:cacheprovider", "--cafe-record-mode=all").assert_outcomes(passed=len(lines))
+    assert sorted(f.name for f in (pytester.path / "recordings" / "test_orders").glob("*.jsonl")) == sorted(before)
+
+
+def test_a_name_is_the_test_id_when_it_is_a_safe_file_name_else_a_slug_and_a_stable_hash():
+    from cafe.pytest_plugin import recording_name
+
+    assert recording_name("test_order") == "test_order.jsonl"
+    assert recording_name("TestCafe::test_order") == "TestCafe.test_order.jsonl"
+    first, second = recording_name("test_order[A latte, please.]"), recording_name("test_order[A latte; please.]")
+    assert first != second and first.startswith("test_order_A_latte_please-")
+    assert recording_name("test_order[A latte, please.]") == first  # stable across runs
+    assert len(recording_name("t[" + "é" * 400 + "]").encode()) < 255
+
+
+def test_two_tests_on_one_recording_are_refused(pytester: pytest.Pytester):
+    pytester.makepyfile(test_shared='''
+        import pytest
+        from cafe.clients.canned import CannedClient
+
+        @pytest.fixture
+        def cafe_model_client():
+            return CannedClient([{"content": "hi"}])
+
+        @pytest.mark.cafe_recording("shared.jsonl")
+        def test_first(cafe_recording):
+            cafe_recording.chat([{"role": "user", "content": "one"}])
+
+        @pytest.mark.cafe_recording("shared.jsonl")
+        def test_second(cafe_recording):
+            cafe_recording.chat([{"role": "user", "content": "two"}])
+    ''')
+    for mode in ("once", "all"):
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--cafe-record-mode={mode}")
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines(["*shared.jsonl: this recording is already test_shared.py::test_first's "
+                                     "in this session; two tests cannot share one*"])
+
+
+# --- the marker --------------------------------------------------------------------------
+
+MARKED = '''
+import pytest
+from cafe.clients.canned import CannedClient
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "hi"}}, {{"content": "again"}}])
+
+
+@pytest.mark.cafe_recording({marker})
+def test_marked(cafe_recording):
+    cafe_recording.chat([{{"role": "user", "content": "hello"}}])
+'''
+
+
+@pytest.mark.parametrize(("marker", "says"), [
+    ('path=""', "cafe_recording(path=...): needs a file path"),
+    ('"  "', "cafe_recording(path=...): needs a file path"),
+    ("path=7", "cafe_recording(path=...): needs a file path"),
+    ("paht='x.jsonl'", "no option 'paht'; it takes path, ignore, allow_truncated, allow_loopback, record_offline"),
+])
+def test_a_marker_option_that_cannot_be_used_is_refused(pytester: pytest.Pytester, marker, says):
+    pytester.makepyfile(test_marked=MARKED.format(marker=marker))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{says}*"])
+    assert not (pytester.path / "recordings").exists()
+
+
+@pytest.mark.parametrize("ignore", [["*"], [" * "], ["*.content"], ["*.*"], ["messages.*", "*"], ["messages.**"]])
+def test_an_ignore_that_would_check_nothing_is_refused_saying_what_to_write(pytester: pytest.Pytester, ignore):
+    pytester.makepyfile(test_marked=MARKED.format(marker=""))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.makepyfile(test_marked=MARKED.format(marker=f"ignore={ignore!r}").replace('"hello"', '"changed"'))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cafe: *ignore path*e.g. messages.*.sent_at or metadata.request_time*"])
+
+
+# --- the network, while replaying ----------------------------------------------------------
+
+NETWORK = '''
+import socket
+
+import pytest
+from cafe.clients.canned import CannedClient
+from cafe.recording import NetworkRefused, ReplayClient
+
+REACHED = []
+
+
+@pytest.fixture(autouse=True)
+def tripwire(monkeypatch):
+    """Stands in for the real functions under the plugin's guard, so that nothing this test
+    tries ever leaves the process: what gets through is only noted."""
+    def stand_in(name):
+        def reached(*args, **kwargs):
+            REACHED.append(name)
+            raise OSError(f"{{name}} reached the stand-in")
+        return reached
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo",
+                 "create_connection"):
+        monkeypatch.setattr(socket, name, stand_in(name))
+    for name in ("connect", "connect_ex", "sendto", "sendmsg"):
+        monkeypatch.setattr(socket.socket, name, stand_in(name))
+    REACHED.clear()
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "hi"}}])
+
+
+ATTEMPTS = {{
+    "getaddrinfo": lambda: socket.getaddrinfo("api.example.invalid", 443),
+    "getaddrinfo loopback": lambda: socket.getaddrinfo("localhost", 443),
+    "gethostbyname": lambda: socket.gethostbyname("api.example.invalid"),
+    "gethostbyname bytes": lambda: socket.gethostbyname_ex(b"api.example.invalid"),
+    "gethostbyname_ex": lambda: socket.gethostbyname_ex("api.example.invalid"),
+    "gethostbyaddr": lambda: socket.gethostbyaddr("192.0.2.1"),
+    "getnameinfo": lambda: socket.getnameinfo(("192.0.2.1", 443), 0),
+    "create_connection": lambda: socket.create_connection(("api.example.invalid", 443), timeout=1),
+    "create_connection loopback": lambda: socket.create_connection(("127.0.0.1", 9), timeout=1),
+    "connect loopback": lambda: socket.socket().connect(("127.0.0.1", 9)),
+    "connect_ex mapped loopback": lambda: socket.socket(socket.AF_INET6).connect_ex(("::ffff:127.0.0.1", 9, 0, 0)),
+    "udp sendto": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)),
+    "udp sendto flags": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", 0, ("127.0.0.1", 9)),
+    "udp sendmsg": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendmsg([b"x"], [], 0, ("127.0.0.1", 9)),
+}}
+
+
+@pytest.mark.cafe_recording({marker})
+@pytest.mark.parametrize("attempt", sorted(ATTEMPTS))
+def test_attempt(cafe_recording, attempt):
+    cafe_recording.chat([{{"role": "user", "content": "hello"}}])
+    if not isinstance(cafe_recording, ReplayClient):
+        return
+    try:
+        ATTEMPTS[attempt]()
+    except NetworkRefused as refused:
+        print("REFUSED", attempt, "|", refused)
+    except OSError:
+        pass
+    print("REACHED", attempt, REACHED)
+'''
+
+
+def _attempts(result: pytest.RunResult) -> tuple[dict[str, str], dict[str, str]]:
+    refused, reached = {}, {}
+    for line in result.stdout.lines:  # a line may start with pytest's progress dot
+        if (found := re.search(r"REFUSED (.+?) \| (.*)$", line)) is not None:
+            refused[found.group(1)] = found.group(2)
+        elif (found := re.search(r"REACHED (.+?) \[(.+)\]$", line)) is not None:
+            reached[found.group(1)] = found.group(2)
+    return refused, reached
+
+
+def test_while_replaying_every_way_out_is_refused_loopback_included(pytester: pytest.Pytester):
+    pytester.makepyfile(test_network=NETWORK.format(marker="record_offline=False"))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=14)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=14)
+    refused, reached = _attempts(result)
+    assert reached == {}
+    assert len(refused) == 14
+    assert "a name lookup of api.example.invalid was attempted" in refused["gethostbyname"]
+    assert "a datagram to 127.0.0.1:9 was attempted" in refused["udp sendto"]
+    # Refused loopback names the marker option that allows it.
+    assert "allow_loopback=True" in refused["connect loopback"]
+    assert "allow_loopback" not in refused["gethostbyname"]
+
+
+def test_loopback_is_allowed_when_the_test_asks_and_nothing_else_is(pytester: pytest.Pytester):
+    pytester.makepyfile(test_network=NETWORK.format(marker="allow_loopback=True"))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=14)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=14)
+    refused, reached = _attempts(result)
+    loopback = {"getaddrinfo loopback", "create_connection loopback", "connect loopback",
+                "connect_ex mapped loopback", "udp sendto", "udp sendto flags", "udp sendmsg"}
+    assert set(reached) == loopback
+    assert set(refused) == set(_ATTEMPT_NAMES) - loopback
+
+
+_ATTEMPT_NAMES = ("getaddrinfo", "getaddrinfo loopback", "gethostbyname", "gethostbyname bytes", "gethostbyname_ex",
+                  "gethostbyaddr", "getnameinfo", "create_connection", "create_connection loopback",
+                  "connect loopback", "connect_ex mapped loopback", "udp sendto", "udp sendto flags", "udp sendmsg")
+
+
+# --- which model records -------------------------------------------------------------------
+
+DEFAULT_CLIENT = '''
+import pytest
+from cafe.consent import make_responder
+from cafe.loop import run_shift
+
+
+@pytest.mark.cafe_recording({marker})
+def test_shift(cafe_recording):
+    run = run_shift(cafe_recording, ["A latte, please.", "Nothing else."], make_responder([]))
+    assert run.stop_reason == "answered"
+'''
+
+
+@pytest.fixture
+def no_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CAFE_MODE", "COURSE_MODE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_recording_without_a_chosen_model_fails_naming_remedies_that_work(pytester: pytest.Pytester, no_mode,
+                                                                           monkeypatch: pytest.MonkeyPatch):
+    recording = pytester.path / "recordings" / "test_shift" / "test_shift.jsonl"
+    pytester.makepyfile(test_shift=DEFAULT_CLIENT.format(marker=""))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    [line] = [line for line in result.stdout.lines if line.startswith("cafe: ")]
+    for remedy in ("CAFE_MODE=live", "CAFE_MODE=offline", "cafe_record_offline = true",
+                   "@pytest.mark.cafe_recording(record_offline=True)", "override the cafe_model_client fixture"):
+        assert remedy in line
+    assert not recording.exists()
+
+    # Each remedy, as the line writes it, records (and the recording then replays).
+    monkeypatch.setenv("CAFE_MODE", "offline")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert recording.exists()
+    monkeypatch.delenv("CAFE_MODE")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)  # replays: needs no model
+    recording.unlink()
+
+    pytester.makeini("[pytest]\ncafe_record_offline = true\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert recording.exists()
+    recording.unlink()
+    pytester.makeini("[pytest]\n")
+
+    pytester.makepyfile(test_shift=DEFAULT_CLIENT.format(marker="record_offline=True"))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert recording.exists()
+    recording.unlink()
+
+    pytester.makeconftest("""
+        import pytest
+        from cafe.clients.scripted import ScriptedClient
+
+        @pytest.fixture
+        def cafe_model_client():
+            return ScriptedClient()
+    """)
+    pytester.makepyfile(test_shift=DEFAULT_CLIENT.format(marker=""))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert recording.exists()
+
+
+@pytest.mark.parametrize(("variable", "value"), [("COURSE_MODE", "true"), ("CAFE_MODE", "on")])
+def test_recording_with_an_unknown_mode_fails_in_one_line(pytester: pytest.Pytester, no_mode,
+                                                         monkeypatch: pytest.MonkeyPatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    pytester.makepyfile(test_shift=DEFAULT_CLIENT.format(marker=""))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"cafe: {variable}: expected live or offline*"])
+    assert "Traceback" not in result.stdout.str()

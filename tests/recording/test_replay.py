@@ -24,6 +24,7 @@ from cafe.recording import (
     replay_shift,
 )
 from cafe.recording.diff import first_difference
+from cafe.recording.errors import UnusableIgnorePath
 from cafe.transcript import transcript
 from tests.recording.helpers import CUSTOMER_TEXT, run_cli
 
@@ -189,12 +190,24 @@ def test_cli_ignore_option(stamped: Path, tmp_path: Path):
     assert code == 0, err
 
 
+@pytest.mark.parametrize("declared", ["*", "*.model", "*.*", " *. ", "messages.*.sent_*", "**"])
+def test_cli_ignore_that_would_check_next_to_nothing_is_refused(tmp_path: Path, declared: str):
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), SCRIPT, path, responder=make_responder([("approve", None)]))
+    script = tmp_path / "changed.txt"
+    script.write_text("A mocha, please.\nNothing else, thanks.\n", encoding="utf-8")
+    code, out, err = run_cli("replay", str(path), "--script", str(script), "--ignore", declared)
+    assert code == UnusableIgnorePath.exit_code and out == ""
+    assert err.count("\n") == 1 and "ignore path" in err
+    assert "e.g. messages.*.sent_at or metadata.request_time" in err
+
+
 def test_normalise_paths():
     request = {"metadata": {"request_time": 5, "user": "u"}, "messages": [{"a": 1}, {"a": 2}]}
     assert normalise(request, ["metadata.request_time"]) == {"metadata": {"user": "u"},
                                                               "messages": [{"a": 1}, {"a": 2}]}
     assert normalise(request, ["messages.1"])["messages"] == [{"a": 1}, "<ignored>"]
-    assert normalise(request, ["*.request_time"])["metadata"] == {"user": "u"}
+    assert normalise(request, ["metadata.*"])["metadata"] == {}
     assert normalise({"m": {"x": 1}}, ["m.x"]) == normalise({"m": {}}, ["m.x"])  # present on one side only
     with pytest.raises(ValueError):
         normalise(request, ["..."])
