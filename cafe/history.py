@@ -208,7 +208,7 @@ class HistoryView(Sequence[Mapping[str, Any]]):
 
 class Growth:
     """Which messages of a conversation are new since the last look, for work done once
-    per message (freezing, checking) on a list that grows at its end between calls.
+    per message (the tracer's freezing) on a list that grows at its end between calls.
 
     Trusted: the messages already seen, as they were. Checked, in constant time: that it is
     the same list object, not shorter, and that the last message seen is still in its place.

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from cafe.errors import ConversationError, UnknownToolCallId
-from cafe.history import Growth
 
 Message = dict[str, Any]
 Response = dict[str, Any]
@@ -84,21 +83,26 @@ class ToolCallIdCheck:
 
     A message already checked is trusted as it was (a conversation grows at its end: the
     shift loop only appends). The list is checked whole when it is another list than the
-    last call's, is shorter, or has another message where the last one checked was."""
+    last call's, is shorter, or has another message where the last one checked was. What
+    is remembered is one value, replaced whole, so threads sending different lists through
+    one client each get a whole check rather than another's ids."""
 
-    __slots__ = ("_growth", "_opened")
+    __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._growth = Growth()
-        self._opened: set[str] = set()  # the call ids the checked messages opened
+        # The list last checked (held, not copied), its length, its last message, and the
+        # call ids its messages opened.
+        self._last: tuple[Sequence[Message] | None, int, object, set[str]] = (None, 0, None, set())
 
     def __call__(self, messages: Sequence[Message]) -> None:
-        start = self._growth.new_from(messages) if isinstance(messages, list | tuple) else 0
-        opened = self._opened if start else set()
-        # A refusal raises before anything is kept: the next call checks from the same place.
-        opened.update(_check_messages(messages, start, opened))
-        self._opened = opened
-        self._growth.saw(messages)
+        source, seen, last, opened = self._last
+        if (seen and messages is source and len(messages) >= seen
+                and messages[seen - 1] is last):
+            # A refusal raises before anything is kept: the next call checks from here again.
+            opened.update(_check_messages(messages, seen, opened))
+        else:
+            opened = _check_messages(messages, 0, set())
+        self._last = (messages, len(messages), messages[-1] if messages else None, opened)
 
 
 def _check_messages(messages: Sequence[Message], start: int, opened: set[str]) -> set[str]:
