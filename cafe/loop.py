@@ -105,6 +105,7 @@ def run_shift(
     if tracer.listening and not isinstance(client, TracingClient):
         client = TracingClient(client, tracer)
     lines = list(user_turns)
+    next_line = 0  # an index, not pop(0): taking a line costs the same at any length of script
     with tracer.shift(
         agent=AGENT_NAME, conversation_id=conversation_id, model=client.model, provider=client.provider,
     ) as shift_span:
@@ -115,12 +116,14 @@ def run_shift(
             budget = RepairBudget(max_repairs)
             dispatcher = ToolDispatcher(state, gate, executor, budget)
             messages: list[Message] = [{"role": "system", "content": system_prompt}]
+            # Only ever appended to: every call's input shares one history of it.
+            tracer.follow(messages)
 
         stop_reason: StopReason | None = None
         turns = 0
         needs_customer = True
         while stop_reason is None:
-            if needs_customer and not lines:
+            if needs_customer and next_line == len(lines):
                 stop_reason = StopReason.SCRIPT_DONE
                 break
             if turns >= max_turns:
@@ -129,7 +132,8 @@ def run_shift(
             turns += 1
             with tracer.phase(Phase.TURN, turns) as turn_span:
                 if needs_customer:
-                    messages.append({"role": "user", "content": lines.pop(0)})
+                    messages.append({"role": "user", "content": lines[next_line]})
+                    next_line += 1
                 response = client.chat(messages, TOOL_SCHEMAS, temperature)
                 message = first_message(response)
                 messages.append(message)
@@ -137,7 +141,7 @@ def run_shift(
                 if calls:
                     stop_reason = _run_tool_calls(tracer, dispatcher, state, messages, calls, turns)
                     needs_customer = False
-                elif lines:
+                elif next_line < len(lines):
                     needs_customer = True
                 else:
                     stop_reason = StopReason.ANSWERED

@@ -73,17 +73,54 @@ def _kind(value: object) -> str:
 def check_tool_call_ids(messages: Sequence[Message]) -> None:
     """Refuse a conversation that is not a list of message objects, and a tool result whose
     tool_call_id no earlier assistant call opened."""
+    _check_messages(messages, 0, set())
+
+
+class ToolCallIdCheck:
+    """`check_tool_call_ids` for a client called again and again with a conversation that
+    grows: each message is checked once, when it is first sent, so a call's check costs
+    the same at any length of conversation.
+
+    A message already checked is trusted as it was (a conversation grows at its end: the
+    shift loop only appends). The list is checked whole when it is another list than the
+    last call's, is shorter, or has another message where the last one checked was. What
+    is remembered is one value, replaced whole, so threads sending different lists through
+    one client each get a whole check rather than another's ids."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        # The list last checked (held, not copied), its length, its last message, and the
+        # call ids its messages opened.
+        self._last: tuple[Sequence[Message] | None, int, object, set[str]] = (None, 0, None, set())
+
+    def __call__(self, messages: Sequence[Message]) -> None:
+        source, seen, last, opened = self._last
+        if (seen and messages is source and len(messages) >= seen
+                and messages[seen - 1] is last):
+            # A refusal raises before anything is kept: the next call checks from here again.
+            opened.update(_check_messages(messages, seen, opened))
+        else:
+            opened = _check_messages(messages, 0, set())
+        self._last = (messages, len(messages), messages[-1] if messages else None, opened)
+
+
+def _check_messages(messages: Sequence[Message], start: int, opened: set[str]) -> set[str]:
+    """Check `messages[start:]`, the messages before it having opened the call ids
+    `opened` (left as it is); returns the ids the checked messages open."""
     if not isinstance(messages, list | tuple):
         raise ConversationError(f"messages: expected a list of message objects, found a {_kind(messages)}")
     # On every model call's path (a replay's too): one lookup of the role, plain loops.
-    opened: set[str] = set()
-    for index, message in enumerate(messages):
+    new: set[str] = set()
+    for index in range(start, len(messages)):
+        message = messages[index]
         if not isinstance(message, dict):
             raise ConversationError(f"messages[{index}]: expected a message object, found a {_kind(message)}")
         role = message.get("role")
         if role == "tool":
             answered = message.get("tool_call_id")
-            if not isinstance(answered, str) or answered not in opened:  # a list (unhashable) too
+            # A list (unhashable) is refused too.
+            if not isinstance(answered, str) or (answered not in opened and answered not in new):
                 raise UnknownToolCallId(index, str(answered))
         elif role == "assistant":
             calls = message.get("tool_calls") or ()
@@ -94,7 +131,8 @@ def check_tool_call_ids(messages: Sequence[Message]) -> None:
                 if not isinstance(call_id, str):
                     raise ConversationError(f"messages[{index}].tool_calls[{position}]: expected an object "
                                             "with a string id")
-                opened.add(call_id)
+                new.add(call_id)
+    return new
 
 
 def build_request(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cafe.clients.base import Message, Response, check_tool_call_ids, make_response
+from cafe.clients.base import Message, Response, ToolCallIdCheck, make_response
 from cafe.errors import CafeError
 
 CANNED_USAGE = (40, 8)
@@ -24,6 +24,7 @@ class CannedClient:
         self._replies = [dict(reply) for reply in replies]
         self.model = model
         self.calls = 0
+        self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
 
     def __repr__(self) -> str:
         return f"CannedClient(model={self.model!r}, replies={len(self._replies)}, calls={self.calls})"
@@ -35,7 +36,7 @@ class CannedClient:
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response:
-        check_tool_call_ids(messages)
+        self._check_tool_call_ids(messages)
         if self.calls >= len(self._replies):
             raise CannedRepliesExhausted(len(self._replies))
         reply = {"role": "assistant", **self._replies[self.calls]}

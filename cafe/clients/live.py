@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cafe.clients.base import Message, Response, check_tool_call_ids
+from cafe.clients.base import Message, Response, ToolCallIdCheck
 from cafe.clients.reply import MalformedReply, reduce_reply
 from cafe.clients.settings import LiveSettings, check_max_retries, check_timeout
 from cafe.errors import ModelCallError
@@ -53,6 +53,7 @@ class LiveClient:
         self.server_address = settings.server_address
         self.server_port = settings.server_port
         self.calls = 0
+        self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
         import openai
 
         self._sdk = openai.OpenAI(
@@ -77,7 +78,7 @@ class LiveClient:
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response:
-        check_tool_call_ids(messages)
+        self._check_tool_call_ids(messages)
         arguments: dict[str, Any] = {
             "model": self.model, "messages": messages, "temperature": temperature,
         }

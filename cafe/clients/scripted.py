@@ -13,7 +13,7 @@ from typing import Any
 from cafe.clients.base import (
     Message,
     Response,
-    check_tool_call_ids,
+    ToolCallIdCheck,
     make_response,
     tool_call,
 )
@@ -33,6 +33,7 @@ class ScriptedClient:
 
     def __init__(self) -> None:
         self.calls = 0
+        self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
 
     def __repr__(self) -> str:
         return f"ScriptedClient(model={self.model!r}, calls={self.calls})"
@@ -44,7 +45,7 @@ class ScriptedClient:
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response:
-        check_tool_call_ids(messages)
+        self._check_tool_call_ids(messages)
         self.calls += 1
         message, usage = self._reply(messages)
         return make_response(

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from cafe.clients.base import Message, Response, check_tool_call_ids, make_response, tool_call
+from cafe.clients.base import Message, Response, ToolCallIdCheck, make_response, tool_call
 from cafe.menu import KNOWN_ALLERGENS, MENU, items_named_in
 from cafe.tools import CHECK_ALLERGENS, FIRE_TICKET, PRICE_CHECK, PROPOSE_ORDER
 
@@ -87,6 +87,7 @@ class StoryClient:
     def __init__(self, *, retry_fire: bool = True) -> None:
         self.retry_fire = retry_fire
         self.calls = 0
+        self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
 
     def __repr__(self) -> str:
         return f"StoryClient(model={self.model!r}, calls={self.calls})"
@@ -98,7 +99,7 @@ class StoryClient:
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response:
-        check_tool_call_ids(messages)
+        self._check_tool_call_ids(messages)
         self.calls += 1
         message = self._reply(messages)
         usage = TOOL_TURN_USAGE if message.get("tool_calls") else TEXT_TURN_USAGE

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from cafe.clients.base import Message, Response, build_request, check_tool_call_ids
+from cafe.clients.base import Message, Response, ToolCallIdCheck, build_request
 from cafe.jsondata import fresh_json, json_document, plain_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import (
@@ -69,6 +69,7 @@ class ReplayClient:
         self._ignore = tuple(ignore)
         self._scrubber = scrubber or Scrubber.from_environment()
         self.calls = 0
+        self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
 
     @property
     def path(self) -> Path:
@@ -121,7 +122,7 @@ class ReplayClient:
         temperature: float = 0.0,
         tool_choice: Any = None,
     ) -> Response:
-        check_tool_call_ids(messages)
+        self._check_tool_call_ids(messages)
         recorded_calls = self.recording.calls
         request = build_request(messages, tools, temperature, tool_choice)
         if self.calls >= len(recorded_calls):

@@ -4,8 +4,9 @@ Each span is a pair of events (`...Started`, `...Ended`) sharing a `span_id`; `p
 is the enclosing span's id (None at the root). `at` is the tracer clock's reading, in
 seconds. Two point events (`ConsentDecided`, `TicketFired`) belong to the span they
 happened in. Events are frozen values: a listener may keep them (a buffer, a replay) but
-must not change what they reference (a generation's messages and response are shared by
-every listener, not copied for each).
+must not change what they reference. A generation's input messages are shared by every
+listener and every later call, and refuse to change (`cafe.history`); its response is
+shared too, and must be left as it is.
 
 A listener reads typed fields, never a string key another module wrote; a renamed field
 or enum member breaks a type check or an import, not silently an attribute.
@@ -43,8 +44,10 @@ def phase_name(phase: Phase, turn: int | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:
-    """One model call as it was asked for. `messages` is a snapshot when the tracer keeps
-    inputs and empty when it does not (a metadata-only tracer copies nothing)."""
+    """One model call as it was asked for. `messages` is what the call was sent, read-only
+    (a `cafe.history.HistoryView` from a tracer: the calls of a shift share one frozen copy
+    of each message), when the tracer keeps inputs, and empty when it does not (a
+    metadata-only tracer copies nothing)."""
 
     model: str
     provider: str

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,11 +14,12 @@ SHIFT, PHASE, GENERATION, TOOL = NodeKind.SHIFT, NodeKind.PHASE, NodeKind.GENERA
 
 @dataclass
 class Generation:
-    """One model call: what went in (a deep copy), what came out, and what it cost."""
+    """One model call: what went in (read-only: the shift's shared history as the call was
+    sent it; `copy.deepcopy` it for a list to change), what came out, and what it cost."""
 
     model: str
     provider: str
-    input: list[dict[str, Any]]
+    input: Sequence[Mapping[str, Any]]
     temperature: float | None = None
     output: str | None = None
     tool_calls: list[str] = field(default_factory=list)
@@ -112,7 +113,7 @@ class SpanNode:
         if self.generation is not None:
             g = self.generation
             data["generation"] = {
-                "model": g.model, "provider": g.provider, "input": g.input, "output": g.output,
+                "model": g.model, "provider": g.provider, "input": list(g.input), "output": g.output,
                 "tool_calls": list(g.tool_calls), "usage": dict(g.usage),
             }
         return data

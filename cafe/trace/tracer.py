@@ -21,7 +21,7 @@ from contextlib import suppress
 from types import TracebackType
 from typing import Any, Self
 
-from cafe.jsondata import copy_json
+from cafe.history import Growth, History, HistoryView
 from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace.clock import Clock
 from cafe.trace.events import (
@@ -109,6 +109,12 @@ class ShiftScope(_Scope):
     def _started(self, at: float) -> ShiftStarted:
         return ShiftStarted(self.span_id, self.parent_id, at, self.agent, self.conversation_id,
                             self.model, self.provider)
+
+    def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        # A conversation followed during the shift is its own: the next shift has another.
+        self._tracer.follow(None)
+        super().__exit__(exc_type, error, traceback)
 
     def _ended(self, at: float, error: BaseException | None) -> ShiftEnded:
         return ShiftEnded(self.span_id, self.parent_id, at, error=error, stop_reason=self.stop_reason,
@@ -209,8 +215,8 @@ class Tracer:
     ) -> None:
         """`tree=False` leaves out the in-memory tree (then `render`, `nodes` and `usage_of`
         see nothing): for a tracer whose only job is to feed other listeners.
-        `keep_inputs=False` skips the copy of each model call's input messages: for
-        listeners that export metadata only, the copy is most of a generation's cost."""
+        `keep_inputs=False` keeps no model call's input messages: for listeners that
+        export metadata only, nothing is frozen or copied."""
         self._exporter = exporter
         self.keep_inputs = keep_inputs
         self._clock: Clock = clock or time.perf_counter
@@ -223,6 +229,10 @@ class Tracer:
         self._last = 0.0  # the latest clock reading: point events take it, not a tick of their own
         self.listener_failures = 0
         self.inputs_not_kept = 0  # calls whose input could not be copied (so none was kept)
+        # The conversation `follow` was given, and the shared history its calls view.
+        self._followed: list[Any] | None = None
+        self._history = History()
+        self._growth = Growth()
         self.last_listener_failure: FailureReport | None = None
 
     # --- listeners -------------------------------------------------------------------
@@ -277,15 +287,44 @@ class Tracer:
                                     temperature, tools, server_address, server_port)
         return GenerationScope(self, name, request, attrs)
 
+    def follow(self, messages: list[Any] | None) -> None:
+        """Share one history among the calls that are sent `messages` (None: stop).
+
+        The promise of whoever calls this (the shift loop): the list only grows at its end,
+        and a message in it does not change once a call has been sent it. Each message is
+        then frozen once, when a call first sends it, and a generation's input is a view of
+        that one history: constant work and memory per call whatever the length of the
+        conversation. Should the list change other than at its end (found in constant
+        time: shorter, or its last frozen message replaced), the call's input is frozen
+        whole into a new history; the views taken before stay as they were.
+
+        Any other list a call is sent is frozen whole for that call."""
+        self._followed = messages
+        self._history = History()
+        self._growth.forget()
+
     def _snapshot(self, messages: Any) -> Any:
-        """A copy of a call's input for the tree and the listeners, or none when it cannot be
-        copied (a cycle, a generator): telemetry goes without it, the call itself goes on and
-        its client gives the input's verdict."""
+        """A read-only view of a call's input for the tree and the listeners, or none when
+        it cannot be copied (a cycle; not a list, which every client refuses): telemetry
+        goes without it, the call itself goes on and its client gives the input's verdict."""
         try:
-            return copy_json(messages)
+            followed = self._followed
+            if followed is not None and messages is followed:
+                return self._followed_view(followed)
+            if not isinstance(messages, list | tuple):  # a generator must not be used up here
+                raise TypeError("not a list of messages")
+            return History(messages).view()
         except (RecursionError, TypeError, ValueError):
             self.inputs_not_kept += 1
             return ()
+
+    def _followed_view(self, messages: list[Any]) -> HistoryView:
+        start = self._growth.new_from(messages)
+        if start == 0 and len(self._history):
+            self._history = History()  # changed behind the promise: earlier views keep theirs
+        self._history.extend(messages[start:] if start else messages)
+        self._growth.saw(messages)
+        return self._history.view()
 
     def tool(self, name: str, *, call_id: str, arguments: str | None = None) -> ToolScope:
         return ToolScope(self, name, call_id, arguments)

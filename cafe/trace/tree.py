@@ -100,11 +100,10 @@ class ShiftTree:
 
     def _generation_started(self, event: GenerationStarted) -> None:
         r = event.request
-        # The tree's Generation predates the events and holds lists; the event's are shared,
-        # read-only, and not copied again here.
-        messages: Any = r.messages if isinstance(r.messages, list) else list(r.messages)
+        # The event's input is a read-only view of the shift's history: kept as it is, so a
+        # node costs the same at the thousandth call as at the first.
         tools: Any = r.tools if isinstance(r.tools, list) or r.tools is None else list(r.tools)
-        data = Generation(model=r.model, provider=r.provider, input=messages, temperature=r.temperature,
+        data = Generation(model=r.model, provider=r.provider, input=r.messages, temperature=r.temperature,
                           tools=tools,
                           server_address=r.server_address, server_port=r.server_port)
         self._open_node(event, event.name, NodeKind.GENERATION, dict(event.attrs), data)
