@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TextIO
 
 from cafe.argtypes import file_to_read
+from cafe.privacy import Scrubber, scrubbed, shown_json, structure_scrubber
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber, structure_scrubber
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
-from cafe.view.scrubbing import scrubbed, shown_json
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
