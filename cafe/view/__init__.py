@@ -57,11 +57,16 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
     # path name keys of a file cafe may not have written: the page shows them as it shows the
     # recording's keys (and the replay scrubbed the values the line quotes).
     keys = structure_scrubber()
+    shown = scrubbed(recording, scrubber)
+    # The line names the file as the header does: scrubbed with every pattern, as a value is.
+    message = failed.message
+    for named in {str(recording.path), str(getattr(error, "path", None) or recording.path)}:
+        message = message.replace(named, scrubber.scrub(named))
     failed = dataclasses.replace(
-        failed, message=keys.scrub(failed.message),
+        failed, message=keys.scrub(message),
         json_path=None if failed.json_path is None else keys.scrub(failed.json_path),
         incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
-    return write_private_page(path, mismatch_page(scrubbed(recording, scrubber), failed))
+    return write_private_page(path, mismatch_page(shown, failed))
 
 
 def write_private_page(path: Path | str, text: str) -> Path:
