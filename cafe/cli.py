@@ -29,11 +29,11 @@ from cafe.errors import CafeError, ScriptError, UsageError
 from cafe.handover import handover_note
 from cafe.loop import ShiftRun, new_conversation_id, run_shift
 from cafe.plugins import CliPlugin, PluginLoader, TelemetrySession, installed_plugins
+from cafe.privacy import Scrubber
 from cafe.recording import check as recording_check
 from cafe.recording.errors import ReplayError, TranscriptMismatch
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.timeline import Timeline
 from cafe.recording.windows import RecordedClock, call_windows

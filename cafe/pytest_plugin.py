@@ -43,7 +43,7 @@ import os
 import re
 import socket
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 RECORD_MODES = ("once", "all", "none")
 
 _REPLAY: pytest.StashKey[ReplayClient] = pytest.StashKey()
+_CAFE_CODE = os.path.dirname(__file__) + os.sep
 _CALL_PASSED = pytest.StashKey[bool]()
 
 
@@ -80,6 +81,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="on a failed replay, write a page of the mismatch to DIR/<recording>.html (private: 0600)",
     )
+
+
+def _one_line(error: BaseException, while_: str) -> str:
+    """What a failure says of an error from cafe's code: a named error's own line (it names
+    paths and sizes only), else its type alone (its message may quote the conversation)."""
+    from cafe.errors import CafeError
+
+    if isinstance(error, CafeError):
+        return f"cafe: {error}"
+    return (f"cafe: {type(error).__name__} raised through cafe's code while {while_} (its message and "
+            "traceback are not shown: cafe's frames hold the recorded conversation)")
+
+
+def _through_cafe(error: BaseException) -> bool:
+    """Whether `error`, or an error it was raised from, is cafe's or passed through a frame of
+    cafe's code (this plugin's hooks, which every error of a test body passes, aside)."""
+    from cafe.errors import CafeError
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, CafeError):
+            return True
+        traceback = current.__traceback__
+        while traceback is not None:
+            filename = traceback.tb_frame.f_code.co_filename
+            if filename.startswith(_CAFE_CODE) and filename != __file__:
+                return True
+            traceback = traceback.tb_next
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _failure(message: str) -> BaseException:
+    """A one-line failure; raise it `from None`, so that no chained error is rendered with it."""
+    return pytest.fail.Exception(message, pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -246,6 +284,8 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
         )
     except RecordingError as error:
         failure = str(error)
+    except Exception as error:
+        failure = _one_line(error, "reading the recording")[len("cafe: "):]
     if failure is not None:
         # Out of the except block: the chained original would repeat what it says.
         pytest.fail(f"cafe: {failure}", pytrace=False)
@@ -255,21 +295,31 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
-    from cafe.recording.errors import RecordingError
     from cafe.recording.modes import RecordMode
     from cafe.recording.writer import RecordingClient
 
     request.node.stash[_RECORDING_TO] = path
     inner = request.getfixturevalue("cafe_model_client")
     path.parent.mkdir(parents=True, exist_ok=True)
+    failure = None
     try:
         # The writer records to PATH.partial and renames it into place on close.
         client = RecordingClient(inner, path, mode=RecordMode.ALL)
-    except RecordingError as error:
-        pytest.fail(f"cafe: {error}", pytrace=False)
+    except Exception as error:
+        failure = _one_line(error, "starting the recording")
+    if failure is not None:
+        raise _failure(failure) from None
     try:
         yield client
     finally:
+        failure = _kept_or_dropped(request, client)
+    if failure is not None:
+        raise _failure(failure) from None
+
+
+def _kept_or_dropped(request: pytest.FixtureRequest, client: Any) -> str | None:
+    """Keep a passed test's recording, drop a failed one's; the failure line if that failed."""
+    try:
         if request.node.stash.get(_CALL_PASSED, False):
             client.close()
         else:
@@ -278,6 +328,9 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
             if kept is not None:
                 with contextlib.suppress(FileNotFoundError):
                     kept.unlink()
+    except Exception as error:
+        return _one_line(error, "keeping the recording")
+    return None
 
 
 def is_loopback(host: Any) -> bool:
@@ -401,19 +454,22 @@ def _network_refused(path: Path, *, allow_loopback: bool = False) -> Iterator[No
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     replay = item.stash.get(_REPLAY, None)
     if replay is None:
         # Not a replaying test (most, in a session that does not use cafe): nothing to check
         # but whether the body passed, which a recording needs to be kept.
-        result = yield
+        if "cafe_recording" not in getattr(item, "fixturenames", ()):
+            result = yield
+        else:
+            result = yield from _one_line_through_cafe("recording")
         item.stash[_CALL_PASSED] = True
         return result
     from cafe.recording.errors import ReplayError
 
     failure: ReplayError | None = None
     try:
-        result = yield  # raises when the test body failed: that failure says more
+        result = yield from _one_line_through_cafe("replaying")
     except ReplayError as error:
         # One line, not a traceback: the frames' arguments would print the conversation.
         failure = error
@@ -423,9 +479,27 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         except ReplayError as error:
             failure = error
     if failure is not None:
-        pytest.fail(f"cafe: {failure}{_report(item, replay, failure)}", pytrace=False)
+        raise _failure(f"cafe: {failure}{_report(item, replay, failure)}") from None
     item.stash[_CALL_PASSED] = True
     return result
+
+
+def _one_line_through_cafe(while_: str) -> Generator[None, Any, Any]:
+    """The test body (the wrapper's `yield`), its failure one line when it came through cafe's
+    code: pytest renders each frame's source and, with --showlocals, its locals, and cafe's
+    frames hold the recorded conversation. A ReplayError is left to the caller to report."""
+    from cafe.recording.errors import ReplayError
+
+    failure = None
+    try:
+        return (yield)
+    except ReplayError:
+        raise
+    except Exception as error:  # pytest's outcomes (skip, xfail, fail) are BaseExceptions: not caught
+        if not _through_cafe(error):
+            raise
+        failure = _one_line(error, while_)
+    raise _failure(failure) from None
 
 
 def _report(item: pytest.Item, replay: ReplayClient, failure: ReplayError) -> str:
@@ -445,5 +519,7 @@ def _report(item: pytest.Item, replay: ReplayClient, failure: ReplayError) -> st
             write_mismatch_report(target, replay.recording, failure)
         except PageUnwritable as error:
             return f" (no report: {error})"
+        except Exception as error:  # a page that cannot be drawn: its message may quote the recording
+            return f" (no report: {type(error).__name__} while drawing it)"
         return f" (report: {target})"
     return " (no report: 99 reports of this recording already in the directory)"

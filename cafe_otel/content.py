@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cafe.recording.scrub import Scrubber
+from cafe.privacy import Scrubber
 from cafe_otel._config import variables
 
 CAPTURE_ENV = variables.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT

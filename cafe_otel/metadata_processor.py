@@ -31,10 +31,10 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, Status, TraceState
 
-from cafe.recording.scrub import Scrubber
+from cafe.privacy import MIN_SECRET_CHARS, Scrubber, holds_secret
 from cafe_otel import shapes as sh
 from cafe_otel.account import TelemetryAccount
-from cafe_otel.resource_secrets import MIN_SECRET_LENGTH, ResourceGuard, holds_secret
+from cafe_otel.resource_secrets import ResourceGuard
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
@@ -109,7 +109,7 @@ class SpanSanitiser:
             return
         # A local server's placeholder key ("x", "EMPTY") would otherwise withhold every
         # value that happens to contain it; content still goes through the scrubber's own rule.
-        self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_LENGTH)
+        self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_CHARS)
         self._known = set()  # what fit before may hold one of them
         self._resources.add_secrets(new)
         self._names = {}

@@ -22,9 +22,9 @@ from opentelemetry import trace
 
 from cafe.loop import AGENT_NAME
 from cafe.outcomes import StopReason
+from cafe.privacy import Scrubber, scrubbed
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import replay_shift
 from cafe.recording.windows import call_windows
 from cafe.trace.clock import TickClock
@@ -41,7 +41,6 @@ from cafe.trace.events import (
 )
 from cafe.trace.log import EventLog
 from cafe.trace.tracer import Tracer
-from cafe.view.scrubbing import scrubbed
 from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.span_listener import SpanListener
 

@@ -10,18 +10,16 @@ holds one is left out (the rest of the resource stays), and the caller counts it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
+from cafe.privacy import MIN_SECRET_CHARS, holds_secret
+
 # Shorter values are not looked for: a local server's placeholder key ("x", "EMPTY") would
 # otherwise withhold every attribute that happens to contain it.
-MIN_SECRET_LENGTH = 8
+MIN_SECRET_LENGTH = MIN_SECRET_CHARS
 
-
-def holds_secret(value: Any, secrets: Sequence[str]) -> bool:
-    items = value if isinstance(value, (tuple, list)) else (value,)
-    return any(isinstance(item, str) and secret in item for item in items for secret in secrets)
+__all__ = ["MIN_SECRET_LENGTH", "ResourceGuard", "holds_secret", "without_secrets"]
 
 
 def without_secrets(resource: Resource, secrets: Sequence[str]) -> Resource:

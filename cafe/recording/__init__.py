@@ -1,5 +1,6 @@
 """The recording: a private, versioned JSONL contract, its writer, reader and replay."""
 
+from cafe.privacy import DEFAULT_SECRET_PATTERNS, Scrubber
 from cafe.recording.errors import (
     MalformedLine,
     NetworkRefused,
@@ -30,7 +31,6 @@ from cafe.recording.modes import RecordMode
 from cafe.recording.normalise import normalise
 from cafe.recording.reader import load_recording, load_records
 from cafe.recording.replay import ReplayClient
-from cafe.recording.scrub import DEFAULT_SECRET_PATTERNS, Scrubber
 from cafe.recording.shift import record_shift, replay_shift, responder_of, script_of
 from cafe.recording.timeline import Timeline
 from cafe.recording.writer import RecordingClient, RecordingWriter

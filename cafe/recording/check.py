@@ -33,10 +33,10 @@ from typing import Any, TextIO
 
 from cafe.argtypes import file_to_read
 from cafe.jsondata import key_step
+from cafe.privacy import Scrubber, structure_scrubber
 from cafe.recording import format as _format
 from cafe.recording.errors import RecordingNotClean
 from cafe.recording.reader import open_for_reading
-from cafe.recording.scrub import Scrubber, structure_scrubber
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})\b")
 _RESERVED_DOMAINS = ("example.com", "example.net", "example.org")

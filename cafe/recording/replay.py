@@ -17,6 +17,7 @@ import orjson
 
 from cafe.clients.base import Message, Response, ToolCallIdCheck, build_request
 from cafe.jsondata import fresh_json, json_document, plain_json, same_json
+from cafe.privacy import Scrubber, structure_scrubber
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import (
     RecordingError,
@@ -28,7 +29,6 @@ from cafe.recording.errors import (
 from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber, structure_scrubber
 
 # Plain JSON as cafe.jsondata writes it (subclasses, dataclasses and datetimes refused), with
 # keys sorted as cafe's writer sorts them (`json.dumps(sort_keys=True)`). The bytes a recording

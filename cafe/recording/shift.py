@@ -11,11 +11,11 @@ from cafe.clients.base import ChatClient
 from cafe.consent import Decision, Responder, make_responder
 from cafe.errors import ScriptError
 from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, new_conversation_id, run_shift
+from cafe.privacy import Scrubber
 from cafe.recording.format import Ending, Recording
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
-from cafe.recording.scrub import Scrubber
 from cafe.recording.timeline import NanoClock, Timeline
 from cafe.recording.windows import RecordedClock, RecordedTracingClient
 from cafe.recording.writer import RecordingClient

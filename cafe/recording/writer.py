@@ -21,6 +21,7 @@ from typing import IO, Any
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
 from cafe.jsondata import json_document
+from cafe.privacy import MIN_SECRET_CHARS, Scrubber
 from cafe.recording import format as _format
 from cafe.recording.errors import (
     MalformedLine,
@@ -32,7 +33,6 @@ from cafe.recording.errors import (
 from cafe.recording.format import FORMAT_NAME, FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import check_header
-from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber
 from cafe.recording.timeline import NanoClock, Timeline
 
 PARTIAL_SUFFIX = ".partial"

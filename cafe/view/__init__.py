@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TextIO
 
 from cafe.argtypes import file_to_read
+from cafe.privacy import Scrubber, scrubbed, shown_json, structure_scrubber
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber, structure_scrubber
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
-from cafe.view.scrubbing import scrubbed, shown_json
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
@@ -58,11 +57,16 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
     # path name keys of a file cafe may not have written: the page shows them as it shows the
     # recording's keys (and the replay scrubbed the values the line quotes).
     keys = structure_scrubber()
+    shown = scrubbed(recording, scrubber)
+    # The line names the file as the header does: scrubbed with every pattern, as a value is.
+    message = failed.message
+    for named in {str(recording.path), str(getattr(error, "path", None) or recording.path)}:
+        message = message.replace(named, scrubber.scrub(named))
     failed = dataclasses.replace(
-        failed, message=keys.scrub(failed.message),
+        failed, message=keys.scrub(message),
         json_path=None if failed.json_path is None else keys.scrub(failed.json_path),
         incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
-    return write_private_page(path, mismatch_page(scrubbed(recording, scrubber), failed))
+    return write_private_page(path, mismatch_page(shown, failed))
 
 
 def write_private_page(path: Path | str, text: str) -> Path:

@@ -89,3 +89,17 @@ def test_a_broad_configured_pattern_leaves_the_reports_keys_and_highlight(tmp_pa
     text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure, broad).read_text()
     assert '"messages"' in html.unescape(text)
     assert text.count('<span class="diff" data-path="$.messages[0].content">') == 2  # both sides highlighted
+
+
+def test_the_report_line_scrubs_the_file_name_as_its_header_does(tmp_path: Path) -> None:
+    # A name only a configured pattern finds: the structure patterns alone left it on the line.
+    recording = tmp_path / "till-ORDER-PIN-493817.jsonl"
+    recording.write_text(_plain_line({"messages": [{"role": "user", "content": "Hello there."}]},
+                                     {"role": "assistant", "content": "Hi."}))
+    configured = Scrubber.from_environment({"CAFE_SCRUB_PATTERNS": r"ORDER-PIN-\d{6}"})
+    replay = ReplayClient(load_recording(recording), scrubber=configured)
+    failure = _mismatch(replay, [{"role": "user", "content": "Hello."}])
+    text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure, configured).read_text()
+    assert "493817" not in text
+    error_line = next(line for line in text.splitlines() if line.startswith('<p class="error">'))
+    assert "till-[REDACTED].jsonl: call 1" in html.unescape(error_line)
