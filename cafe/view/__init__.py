@@ -58,10 +58,14 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
     # path name keys of a file cafe may not have written: the page shows them as it shows the
     # recording's keys (and the replay scrubbed the values the line quotes).
     keys = structure_scrubber()
+    transcripts = failed.transcripts
     failed = dataclasses.replace(
         failed, message=keys.scrub(failed.message),
-        json_path=None if failed.json_path is None else keys.scrub(failed.json_path),
-        incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
+        steps=None if failed.steps is None else tuple(keys.scrub(s) if isinstance(s, str) else s
+                                                      for s in failed.steps),
+        incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber),
+        transcripts=None if transcripts is None else ([scrubber.scrub(line) for line in transcripts[0]],
+                                                      [scrubber.scrub(line) for line in transcripts[1]]))
     return write_private_page(path, mismatch_page(scrubbed(recording, scrubber), failed))
 
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import io
+import json
+import os
 import re
+import resource
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +24,7 @@ from tests.view.browser import visit
 from tests.view.test_view import rows_of
 
 pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
@@ -40,7 +48,7 @@ def _script(tmp_path: Path, *lines: str) -> str:
 
 
 def _marked(page: str) -> list[str]:
-    return re.findall(r'class="diff" data-path="([^"]*)"', page)
+    return re.findall(r'class="diff" id="diff-(?:recorded|incoming)" data-path="([^"]*)"', page)
 
 
 def _calls(page: str) -> dict[str, list[str]]:
@@ -66,6 +74,111 @@ def test_a_mismatch_report_names_the_path_and_call_of_the_one_line_error(recordi
     assert calls["matched"] == [str(n) for n in range(1, int(call))]  # the calls before it, greyed
     assert "Nothing more for me." in page  # the page is private: it shows the text the error hides
     assert "Nothing more for me." not in err
+
+
+def _with_request_key(recording: Path, target: Path, key: str) -> Path:
+    """`recording` with one more key in its first call's request, which a replay does not send."""
+    lines = recording.read_text().splitlines()
+    first = json.loads(lines[1])
+    first["request"][key] = True
+    lines[1] = json.dumps(first)
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("key", ["messages[x]", "messages[300000]", "messages[1]", "a.b", ""])
+def test_a_key_spelt_like_a_path_is_highlighted_where_it_is(recording, tmp_path, key):
+    hostile = _with_request_key(recording, tmp_path / "hostile.jsonl", key)
+    report = tmp_path / "report.html"
+    code, out, err = _cli("replay", str(hostile), "--report", str(report))
+    assert code == 41 and err.count("\n") == 1 and "wrote the mismatch report" in out, err
+    assert f"at $.<a key of {len(key)} characters>: recorded True, incoming absent" in err
+    page = report.read_text()
+    assert len(page) < 3 * hostile.stat().st_size  # both requests once, no placeholder per index
+    marked = re.findall(r'<span class="diff" id="diff-(recorded|incoming)"[^>]*>(.*?)</span>', page)
+    assert marked == [("recorded", "true"), ("incoming", "<i>absent</i>")]  # the key, on both sides
+    quoted = html.escape(json.dumps(key))
+    assert page.count(f'{quoted}: <span class="diff"') == 2
+    assert f"first differ at <code>${html.escape(f'[{json.dumps(key)}]')}</code>" in page  # the key, escaped
+
+
+def _limited(limit_bytes: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return apply
+
+
+def test_a_report_that_cannot_be_written_leaves_the_mismatch_and_its_exit_code(recording, tmp_path):
+    stale = _script(tmp_path, DEFAULT_SCRIPT[0], "Nothing more for me.")
+    environ = {key: value for key, value in os.environ.items() if key != "CAFE_DEBUG"}
+    done = subprocess.run(
+        [sys.executable, "-m", "cafe", "replay", str(recording), "--script", stale, "--report", "report.html"],
+        cwd=tmp_path, env={**environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+        check=False, preexec_fn=_limited(4_000),  # the page is larger than this; the replay writes nothing
+    )
+    assert done.returncode == 41, done.stderr
+    first, second = done.stderr.splitlines()
+    assert first == "cafe: no mismatch report: report.html: cannot write the page (it could not be written " \
+                    "(file too large))"
+    assert second.startswith("cafe: error: ") and "the request differs from the recording at $.messages" in second
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_a_report_too_deep_to_draw_leaves_the_mismatch_and_its_exit_code(recording, tmp_path):
+    deep: object = True
+    for _ in range(600):
+        deep = [deep]
+    lines = recording.read_text().splitlines()
+    first = json.loads(lines[1])
+    first["request"]["deep"] = deep
+    lines[1] = json.dumps(first)
+    hostile = tmp_path / "deep.jsonl"
+    hostile.write_text("\n".join(lines) + "\n")
+    report = tmp_path / "report.html"
+    code, out, err = _cli("replay", str(hostile), "--report", str(report))
+    assert code == 41 and err.splitlines()[-1].endswith("differs from the recording at $.deep: recorded array(1), "
+                                                        "incoming absent")
+    # Drawn, or a line that says it was not and why: never the replay's result lost.
+    assert (report.exists() and "wrote the mismatch report" in out) or (
+        not report.exists() and err.startswith(f"cafe: no mismatch report: {report}: "))
+
+
+def _transcript_report(recording: Path, tmp_path: Path, *argv: str) -> tuple[int, str, str, str]:
+    report = tmp_path / "transcript.html"
+    code, out, err = _cli("replay", str(recording), *argv, "--report", str(report))
+    return code, out, err, report.read_text() if report.exists() else ""
+
+
+def test_a_transcript_mismatch_writes_a_report_of_both_transcripts(recording, tmp_path):
+    lines = recording.read_text().splitlines()
+    ending = json.loads(lines[-1])
+    ending["end"]["transcript_sha256"] = "0" * 64
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join([*lines[:-1], json.dumps(ending)]) + "\n")
+    code, out, err, page = _transcript_report(tampered, tmp_path)
+    assert code == 44 and err.count("\n") == 1 and "wrote the mismatch report" in out
+    assert "every recorded call matched" in page and _calls(page)["matched"] == ["1", "2", "3"]
+    assert "the recorded ending differs" in page and DEFAULT_SCRIPT[1] in page
+    assert rows_of(page).tags.count("pre") == 2
+
+
+def test_a_transcript_that_differs_at_a_line_is_highlighted_there_and_scrubbed(tmp_path):
+    key = "sk-proj-Tr4nscriptCanary0123456789"
+    path = tmp_path / "keyed.jsonl"
+    line = f"A latte, please; my key is {key}"
+    record_shift(ScriptedClient(), [line, DEFAULT_SCRIPT[1]], path, responder=make_responder(DEFAULT_DECISIONS),
+                 tracer=Tracer(), decisions=list(DEFAULT_DECISIONS))
+    # The calls match (an incoming request is scrubbed as the recorder scrubbed it); the
+    # transcript, made of what the replay said, holds the key the recording does not.
+    code, out, err, page = _transcript_report(path, tmp_path, "--script", _script(tmp_path, line, DEFAULT_SCRIPT[1]))
+    assert code == 44 and "wrote the mismatch report" in out
+    number = re.search(r"first difference at transcript line (\d+)$", err).group(1)
+    marked = re.findall(r'<span class="diff" id="diff-(recorded|incoming)" data-line="(\d+)">', page)
+    assert marked == [("recorded", number), ("incoming", number)]
+    assert "differ only in text this page hides" in page  # both lines show [REDACTED]
+    assert '<a href="#diff-recorded">' in page and '<a href="#diff-incoming">' in page
+    assert key not in page and key[8:] not in page and "my key is [REDACTED]" in page
 
 
 def test_an_unused_calls_report_lists_what_was_never_reached(recording, tmp_path):
