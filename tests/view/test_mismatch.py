@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from cafe import Tracer, make_responder, record_shift
+from cafe import Tracer, make_responder, record_shift, replay_shift
 from cafe.cli import main
 from cafe.clients.scripted import ScriptedClient
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+from cafe.recording import ReplayError, Scrubber, load_recording
+from cafe.view import page_name, write_report_into
 from tests.view.browser import visit
 from tests.view.test_view import rows_of
 
@@ -236,3 +238,63 @@ def test_the_pytest_plugin_writes_the_report_of_a_failing_replay(pytester: pytes
     second = pytester.runpytest(f"--cafe-report-dir={reports}")
     assert len(list(reports.iterdir())) == 2  # a second failure never overwrites the first report
     second.assert_outcomes(failed=1)
+
+
+HOSTILE_RECORDING_NAMES = ["..jsonl", "...jsonl", ".jsonl", ".hidden.jsonl", "a\nb.jsonl", "-rf.jsonl",
+                           "x" * 250 + ".jsonl", "\U0001f375" * 100 + ".jsonl", "sk-proj-NameCanary0123456789.jsonl"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_RECORDING_NAMES)
+@pytest.mark.parametrize("folder", ["recordings", "..", "."])
+def test_a_report_page_name_is_one_plain_file_name(tmp_path, name, folder):
+    page = page_name(Path(folder) / name, Scrubber.from_environment({})) + "-99.html"
+    assert "/" not in page and "\n" not in page and not page.startswith((".", "-"))
+    assert len(page.encode()) < 255 and "NameCanary" not in page
+    assert (tmp_path / page).resolve().parent == tmp_path.resolve()
+
+
+def test_reports_are_made_inside_a_new_private_directory_and_never_through_a_symlink(recording, tmp_path):
+    outside = tmp_path / "outside.html"
+    outside.write_text("mine")
+    reports = tmp_path / "made" / "reports"
+    stale = _script(tmp_path, DEFAULT_SCRIPT[0], "Nothing more for me.")
+    error = _replay_error(recording, stale)
+    first = write_report_into(reports, load_recording(recording), error, Scrubber.from_environment({}))
+    assert stat.S_IMODE(reports.stat().st_mode) == 0o700 and first.parent == reports
+    assert first.name == f"{recording.parent.name}.shift.html" and stat.S_IMODE(first.stat().st_mode) == 0o600
+    (reports / f"{recording.parent.name}.shift-2.html").symlink_to(outside)
+    third = write_report_into(reports, load_recording(recording), error, Scrubber.from_environment({}))
+    assert third.name == f"{recording.parent.name}.shift-3.html" and outside.read_text() == "mine"
+    assert _marked(third.read_text()) == _marked(first.read_text()) != []
+
+
+def _replay_error(recording: Path, script: str) -> ReplayError:
+    from cafe.cli import _read_script
+
+    with pytest.raises(ReplayError) as raised:
+        replay_shift(recording, _read_script(script), responder=make_responder(DEFAULT_DECISIONS))
+    return raised.value
+
+
+DOTTED_TEST = '''
+import pytest
+from cafe import make_responder, run_shift
+
+@pytest.mark.cafe_recording(path="recordings/..jsonl")
+def test_shift(cafe_recording):
+    run_shift(cafe_recording, [{line!r}, "Nothing else, thanks."], make_responder([]))
+'''
+
+
+def test_the_plugin_keeps_a_dotted_recordings_report_inside_the_directory_it_makes(pytester: pytest.Pytester):
+    pytester.makepyfile(test_shift=DOTTED_TEST.format(line="A latte, please."))
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makepyfile(test_shift=DOTTED_TEST.format(line="A mocha, please."))
+    reports = pytester.path / "out" / "reports"
+    result = pytester.runpytest(f"--cafe-report-dir={reports}")
+    result.assert_outcomes(failed=1)
+    named = Path(re.search(r"\(report: (\S+)\)", result.stdout.str()).group(1))
+    assert named.parent == reports and named.name == "recordings.html"
+    assert [p.name for p in reports.iterdir()] == ["recordings.html"]
+    assert stat.S_IMODE(reports.stat().st_mode) == 0o700
+    assert sorted(p.name for p in (pytester.path / "out").iterdir()) == ["reports"]  # nothing beside it
