@@ -79,15 +79,44 @@ def _message_text(message: dict[str, Any]) -> str:
     return "\n".join(lines) or f"{role}:"
 
 
-def _call(timeline: ShiftTimeline, call: CallRow) -> str:
+# A message at least this long that an earlier call's input already showed is shown as a
+# link to it: a system prompt sent with each of 20,000 independent calls would otherwise be
+# most of the page.
+_LINKED_CHARS = 200
+
+
+def _input(call: CallRow, first_shown: dict[str, int]) -> str:
+    """The call's input and reply as the `<pre>` of its details: each message in full, but a
+    long one shown in an earlier call's input, which is a link to that input."""
+    shown = []
+    for message in call.messages:
+        text = _message_text(message)
+        earlier = first_shown.get(text) if len(text) >= _LINKED_CHARS else None
+        if earlier is None:
+            if len(text) >= _LINKED_CHARS:
+                first_shown[text] = call.index
+            shown.append(_e(text))
+        else:
+            shown.append(f"{_e(message.get('role', '?'))}: <i>the same {len(text)} characters as in "
+                         f'<a href="#input-{earlier}">the input of call {earlier}</a></i>')
+    shown.append("→ reply\n" + _e(_message_text(call.reply)))
+    return "\n\n".join(shown)
+
+
+def _call(timeline: ShiftTimeline, call: CallRow, first_shown: dict[str, int]) -> str:
     tokens = (f"{call.input_tokens}+{call.output_tokens} tokens"
               if call.input_tokens is not None or call.output_tokens is not None else "no usage")
     meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · {tokens}"
     if call.finish_reason:
         meta += f" · {_e(call.finish_reason)}"
     parts = [_row(timeline, "chat", f"chat {call.model}", _e(meta), call.start_ns, call.end_ns)]
-    shown = "\n\n".join(_message_text(m) for m in [*call.new_messages, call.reply])
-    parts.append(f"<details><summary>messages of call {call.index}</summary><pre>{_e(shown)}</pre></details>")
+    if call.continues is not None:
+        what = (f"continues call {call.continues} ({call.repeated} earlier message(s) not repeated), "
+                f"{len(call.messages)} new")
+    else:
+        what = f"the whole input, {len(call.messages)} message(s)"
+    parts.append(f'<details id="input-{call.index}"><summary>input of call {call.index}: {_e(what)}</summary>'
+                 f"<pre>{_input(call, first_shown)}</pre></details>")
     parts.extend(_tool(timeline, tool) for tool in call.tools)
     return "\n".join(parts)
 
@@ -120,7 +149,8 @@ def shift_page(timeline: ShiftTimeline, *, source: str) -> str:
         "each tool is placed after the call that asked for it"
     )
     rows = [_row(timeline, "shift", timeline.title, _e(f"{calls} call(s)"), timeline.start_ns, timeline.end_ns)]
-    rows.extend(_call(timeline, call) for call in timeline.calls)
+    first_shown: dict[str, int] = {}
+    rows.extend(_call(timeline, call, first_shown) for call in timeline.calls)
     stop = timeline.stop_reason or "not recorded (the shift did not finish, or the recording has no end line)"
     data = json.dumps({"calls": calls, "tickets": tickets, "stop_reason": timeline.stop_reason})
     return f"""<!DOCTYPE html>

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 import stat
 from html.parser import HTMLParser
 from pathlib import Path
@@ -155,3 +157,64 @@ def test_the_net_log_check_sees_a_page_that_does_fetch(tmp_path):
     page = tmp_path / "fetches.html"
     page.write_text('<html><body><img src="http://127.0.0.1:9/pixel.png"></body></html>')
     assert visit(page.as_uri(), tmp_path / "browser", "fetches").requested_urls() == ["http://127.0.0.1:9/pixel.png"]
+
+
+SYSTEM_PROMPT = {"role": "system", "content": "You are the counter assistant at a small café. " * 8}
+
+
+def _reply(message: dict, reason: str = "stop") -> dict:
+    return {"model": "their-model", "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3}}
+
+
+def _independent_pairs(lines: int):
+    """Two calls a customer line, each pair a conversation of its own: a tool call, its answer."""
+    for k in range(lines):
+        user = {"role": "user", "content": f"customer line {k}: a latte please"}
+        tool_call = {"id": f"c{k}", "type": "function",
+                     "function": {"name": "price_check", "arguments": '{"item": "latte"}'}}
+        asked = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+        yield {"request": {"messages": [SYSTEM_PROMPT, user]}, "response": _reply(asked, "tool_calls")}
+        answer = {"role": "tool", "tool_call_id": f"c{k}", "content": '{"price_eur": 3.2}'}
+        yield {"request": {"messages": [SYSTEM_PROMPT, user, asked, answer]},
+               "response": _reply({"role": "assistant", "content": f"answer {k}"})}
+
+
+def _sliding_window(calls: int, size: int = 4):
+    """One long conversation of which each call sends the system prompt and the last `size` messages."""
+    conversation: list[dict] = []
+    for k in range(calls):
+        conversation.append({"role": "user", "content": f"customer line {k}: a latte please"})
+        yield {"request": {"messages": [SYSTEM_PROMPT, *conversation[-size:]]},
+               "response": _reply({"role": "assistant", "content": f"answer {k}"})}
+        conversation.append({"role": "assistant", "content": f"answer {k}"})
+
+
+@pytest.mark.parametrize("shape", ["independent", "sliding window"])
+def test_every_calls_input_is_on_the_page(tmp_path, shape):
+    lines = list(_independent_pairs(20) if shape == "independent" else _sliding_window(40))
+    recording = tmp_path / "theirs.jsonl"
+    recording.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = tmp_path / "page.html"
+    assert _view(recording, page)[0] == 0
+    text = page.read_text()
+    customer_lines = {m["content"] for line in lines for m in line["request"]["messages"] if m["role"] == "user"}
+    assert all(html.escape(content) in text for content in customer_lines)
+    inputs = dict(re.findall(r'<details id="input-(\d+)">(.*?)</details>', text, re.S))
+    assert len(inputs) == len(lines)
+    for index, line in enumerate(lines, start=1):
+        shown = inputs[str(index)]
+        continues = re.search(r"continues call (\d+)", shown)
+        # A call that continues the previous one shows what it adds; any other, its whole input.
+        earlier = lines[int(continues.group(1)) - 1] if continues else None
+        start = len(earlier["request"]["messages"]) + 1 if earlier else 0
+        for message in line["request"]["messages"][start:]:
+            if message["role"] == "user":
+                assert html.escape(message["content"]) in shown, (index, message["content"])
+        if continues is None and index > 1:
+            assert '<a href="#input-1">the input of call 1</a>' in shown  # the long system prompt, linked
+    if shape == "independent":  # the second call of each pair continues the first: nothing shown twice
+        assert all(text.count(html.escape(content) + "\n") == 1 for content in customer_lines)
+        assert text.count("continues call") == len(lines) // 2
+    else:  # only call 2 extends call 1: from call 3 on, the window drops its oldest message
+        assert re.findall(r"input of call (\d+): continues", text) == ["2"]
