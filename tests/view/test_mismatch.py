@@ -22,7 +22,7 @@ from cafe.clients.scripted import ScriptedClient
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.recording import ReplayError, Scrubber, load_recording
 from cafe.view import page_name, write_report_into
-from tests.view.browser import visit
+from tests.view.browser import read_png, visit
 from tests.view.test_view import rows_of
 
 pytest_plugins = ["pytester"]
@@ -298,3 +298,27 @@ def test_the_plugin_keeps_a_dotted_recordings_report_inside_the_directory_it_mak
     assert [p.name for p in reports.iterdir()] == ["recordings.html"]
     assert stat.S_IMODE(reports.stat().st_mode) == 0o700
     assert sorted(p.name for p in (pytester.path / "out").iterdir()) == ["reports"]  # nothing beside it
+
+
+JUMP_BUTTON, TARGETED = (180, 83, 9), (252, 211, 77)
+
+
+def test_the_reports_summary_links_to_the_highlight_below_the_fold(recording, tmp_path):
+    stale = _script(tmp_path, DEFAULT_SCRIPT[0], "Nothing more for me.")
+    report = tmp_path / "mismatch.html"
+    assert _cli("replay", str(recording), "--script", stale, "--report", str(report))[0] == 41
+    first = visit(report.as_uri(), tmp_path / "browser", "top")
+    links = re.findall(r'<a href="#(diff-[a-z]+)">', first.dom)
+    assert links == ["diff-recorded", "diff-incoming"]
+    assert all(f'id="{anchor}"' in first.dom for anchor in links)
+    shot = read_png(first.screenshot)
+    buttons = [b for b in shot.blocks(JUMP_BUTTON) if b[3] - b[1] >= 12]
+    assert len(buttons) == 2 and all(bottom < shot.height for *_, bottom in buttons)  # in the first screen
+    assert not shot.blocks(TARGETED)
+    assert _marked(first.dom) and first.dom.index('id="diff-recorded"') > first.dom.index('href="#diff-recorded"')
+    # Headless Chromium paints nothing of a scrolled page, so the whole page fits this window:
+    # the link's target is the recorded side's node, and `:target` marks it.
+    jumped = visit(report.as_uri() + "#diff-recorded", tmp_path / "browser", "jumped", window=(1000, 3600))
+    shot = read_png(jumped.screenshot)
+    targeted = [b for b in shot.blocks(TARGETED) if b[3] - b[1] >= 8]
+    assert len(targeted) == 1 and targeted[0][2] < shot.width / 2 and targeted[0][1] > 900

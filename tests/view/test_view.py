@@ -18,7 +18,7 @@ from cafe.clients.scripted import ScriptedClient
 from cafe.clients.story import StoryClient
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT, STORY_DECISIONS, STORY_SCRIPT
 from cafe.recording import load_recording
-from tests.view.browser import visit
+from tests.view.browser import read_png, visit
 
 HOSTILE = '<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png"> & "quotes"'
 
@@ -46,12 +46,16 @@ def rows_of(page: str) -> _Rows:
     return parser
 
 
-def _width(style: str) -> float:
+def _style(style: str, name: str) -> float:
     for part in style.split(";"):
         key, _, value = part.partition(":")
-        if key.strip() == "width":
+        if key.strip() == name:
             return float(value.strip().rstrip("%"))
-    raise AssertionError(f"no width in {style!r}")
+    raise AssertionError(f"no {name} in {style!r}")
+
+
+def _width(style: str) -> float:
+    return _style(style, "width")
 
 
 def _record(path: Path, client, script, decisions) -> Path:
@@ -133,11 +137,15 @@ def test_browser_shows_every_span_in_time_order_with_widths_from_durations(tmp_p
     assert kinds.count("chat") == len(calls) and kinds.count("tool") == _expected_tools(recording)
     starts = [int(r["data-start-ns"]) for r in rows]
     assert starts == sorted(starts), "spans out of time order"
-    shift_ns = int(rows[0]["data-duration-ns"])
+    scale_start, scale_ns = (int(v) for v in re.search(
+        r'class="waterfall" data-scale-start-ns="(\d+)" data-scale-ns="(\d+)"', seen.dom).groups())
     chats = [r for r in rows if r["data-kind"] == "chat"]
+    assert scale_start == int(chats[0]["data-start-ns"])  # the scale starts at the first call
     for row, call in zip(chats, calls, strict=True):
         duration = call.timing.duration_ns if call.timing else 1_000_000  # plain: the synthetic 1 ms
-        assert _width(row["bar"]) == pytest.approx(duration / shift_ns * 100, abs=0.001)
+        assert _width(row["bar"]) == pytest.approx(duration / scale_ns * 100, abs=0.001)
+        left = (int(row["data-start-ns"]) - scale_start) / scale_ns * 100
+        assert _style(row["bar"], "left") == pytest.approx(left, abs=0.001)
     assert 'data-stop-reason="consent_violation"' in seen.dom or shape == "plain"
     assert "synthetic timeline" in seen.dom if shape == "plain" else "recorded timeline" in seen.dom
     assert "title>pwned" not in seen.dom
@@ -218,3 +226,37 @@ def test_every_calls_input_is_on_the_page(tmp_path, shape):
         assert text.count("continues call") == len(lines) // 2
     else:  # only call 2 extends call 1: from call 3 on, the window drops its oldest message
         assert re.findall(r"input of call (\d+): continues", text) == ["2"]
+
+
+CHAT_BLUE, TOOL_GREEN, SHIFT_GREY = (37, 99, 235), (16, 185, 129), (107, 114, 128)
+MIN_BAR_PX = 6
+
+
+def _bars(shot, colour):
+    """The bars of `colour` in a screenshot (left, top, right, bottom), a bar at least 8 px tall."""
+    return sorted((b for b in shot.blocks(colour) if b[3] - b[1] >= 8), key=lambda b: b[1])
+
+
+def test_browser_draws_the_waterfall_from_the_first_call_on_an_axis_with_visible_bars(tmp_path):
+    recording = _record(tmp_path / "story.jsonl", StoryClient(), STORY_SCRIPT, STORY_DECISIONS)
+    page = tmp_path / "story.html"
+    assert _view(recording, page)[0] == 0
+    seen = visit(page.as_uri(), tmp_path / "browser", "waterfall", window=(1280, 1200))
+    calls = load_recording(recording).calls
+    shift_start = load_recording(recording).header.clock_origin_unix_nano
+    setup = re.search(r'class="line setup" data-setup-ns="(\d+)"', seen.dom)
+    assert setup and int(setup.group(1)) == calls[0].timing.start_unix_nano - shift_start > 0
+    ticks = re.findall(r'<div class="tick" style="left:([\d.]+)%"><span>([^<]*)</span>', seen.dom)
+    assert len(ticks) >= 3 and ticks[0] == ("0.0000", "0") and all(label.startswith("+") for _, label in ticks[1:])
+    assert [float(left) for left, _ in ticks] == sorted(float(left) for left, _ in ticks)
+
+    shot = read_png(seen.screenshot)
+    shift_bar = max(_bars(shot, SHIFT_GREY), key=lambda b: b[2] - b[0])  # the widest: text is grey too
+    chats, tools = _bars(shot, CHAT_BLUE), _bars(shot, TOOL_GREEN)
+    assert len(chats) == len(calls) and len(tools) == _expected_tools(recording) - 1  # one tool failed: red
+    lane = shift_bar[2] - shift_bar[0]
+    assert abs(chats[0][0] - shift_bar[0]) <= 2  # the first call is drawn where the scale starts
+    assert chats[-1][2] > shift_bar[0] + lane / 2  # and the calls spread over the lane
+    assert all(right - left + 1 >= MIN_BAR_PX for left, _, right, _ in chats + tools)
+    assert 'title="check_allergens ok: its time is not recorded; placed after call 1"' in seen.dom
+    assert seen.requested_urls() == []
