@@ -137,7 +137,7 @@ def _row(scale: Scale, kind: str, label: str, meta: str, start: int, end: int,
 def _setup(timeline: ShiftTimeline, scale: Scale) -> str:
     """The time from the shift's start to its first model call, as a row, not to scale."""
     setup_ns = scale.start_ns - timeline.start_ns
-    if setup_ns <= 0:
+    if setup_ns <= 0 or not timeline.timed:  # a synthetic timeline's lead-in is no setup
         return ""
     return (f'<div class="line setup" data-setup-ns="{setup_ns}">'
             f'<div class="label">setup<span class="meta">{format_duration(setup_ns)} before the first model call'
