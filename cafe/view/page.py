@@ -41,7 +41,7 @@ main{padding:12px 24px 24px 18px}
 .tick{position:absolute;bottom:0;height:6px;border-left:1px solid #6b7280}
 .tick span{position:absolute;bottom:6px;left:-1px;font-size:11px;color:#4b5563;white-space:nowrap;
   transform:translateX(-50%)}
-.tick:first-child span{transform:none}
+.tick:first-child span{transform:none}.tick.end span{transform:translateX(-100%)}
 .setup .lane{color:#6b7280;font-size:12px;display:flex;align-items:center;
   border-left:3px double #9ca3af;padding-left:6px;height:18px}
 .badge{display:inline-block;border-radius:8px;padding:0 6px;font-size:12px;margin-left:6px;background:#e5e7eb}
@@ -98,8 +98,9 @@ class Scale:
 def _axis(scale: Scale) -> str:
     step = scale.tick_step_ns()
     ticks = "".join(
-        f'<div class="tick" style="left:{scale.percent(offset):.4f}%"><span>'
-        f'{"0" if offset == 0 else "+" + format_duration(offset)}</span></div>'
+        # A label near the right edge ends at its tick, so that it stays inside the page.
+        f'<div class="tick{" end" if scale.percent(offset) > 92 else ""}" style="left:{scale.percent(offset):.4f}%">'
+        f'<span>{"0" if offset == 0 else "+" + format_duration(offset)}</span></div>'
         for offset in range(0, scale.span_ns + 1, step)
     )
     return (f'<div class="line axis" data-tick-ns="{step}"><div class="label">time since the first model call</div>'
