@@ -358,14 +358,34 @@ def _check_transcript(recording: Recording, run: ShiftRun) -> None:
     recorded = [*last.request["messages"], last.response["choices"][0]["message"]] if last else []
     ours = transcript(run.messages[: len(recorded)]).splitlines()
     theirs = transcript(recorded).splitlines()
+    replayed = transcript(run).splitlines()
     for number, (a, b) in enumerate(zip(theirs, ours, strict=False), start=1):
         if a != b:
-            raise TranscriptMismatch(recording.path, f"first difference at transcript line {number}")
+            raise TranscriptMismatch(recording.path, f"first difference at transcript line {number}",
+                                     transcripts=(theirs, replayed), line=number)
     raise TranscriptMismatch(
         recording.path,
         f"the conversations agree up to the last model call; they differ after it "
         f"(recorded stop reason {recording.ending.stop_reason}, replayed {run.stop_reason})",
+        transcripts=(theirs, replayed), line=len(theirs) + 1 if len(replayed) > len(theirs) else None,
     )
+
+
+def _write_report(page: str, recording: Recording, error: ReplayError, environ: Mapping[str, str],
+                  out: TextIO, err: TextIO) -> None:
+    """The mismatch page of `error`, or a line saying why there is none: the replay's own
+    error, printed after, is what the command exits with either way."""
+    try:
+        view.write_mismatch_report(page, recording, error, Scrubber.from_environment(environ))
+    except CafeError as unwritable:
+        err.write(f"cafe: no mismatch report: {_one_line(unwritable)}\n")
+        return
+    except Exception as failure:  # a page too large for memory, JSON nested past the stack
+        if environ.get("CAFE_DEBUG"):
+            raise
+        err.write(f"cafe: no mismatch report: {page}: the page could not be drawn ({type(failure).__name__})\n")
+        return
+    out.write(f"wrote the mismatch report {page} (private, mode 0600)\n")
 
 
 def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
@@ -398,14 +418,18 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
         )
     except ReplayError as error:
         if args.report:
-            view.write_mismatch_report(args.report, recording, error, Scrubber.from_environment(environ))
-            out.write(f"wrote the mismatch report {args.report} (private, mode 0600)\n")
+            _write_report(args.report, recording, error, environ, out, err)
         raise
     finally:
         report = session.close() if session else []
     for line in report:
         err.write(line + "\n")
-    _check_transcript(recording, run)
+    try:
+        _check_transcript(recording, run)
+    except TranscriptMismatch as error:
+        if args.report:
+            _write_report(args.report, recording, error, environ, out, err)
+        raise
     if args.show:
         _print_shift(out, run, tracer, handover_note(run, clock=lambda: origin_ns / 1e9, rng=rng))
     matched = ("transcript matches" if recording.ending else

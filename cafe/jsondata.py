@@ -131,11 +131,23 @@ _PLAIN_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 
 def key_step(key: object) -> str:
     # A path names protocol keys as they are; any other key (customer text, a control
-    # character) only by its size, so the path can go into an error line.
+    # character, a bracket that would read as an index) only by its size, so the path can go
+    # into an error line and is never ambiguous.
     text = str(key)
     if text and len(text) <= 64 and set(text) <= _PLAIN_KEY_CHARS:
         return f".{text}"
     return f".<a key of {len(text)} characters>"
+
+
+# A path into a JSON document as steps: an object key (str) or a list index (int). Kept as
+# steps so that a key spelt like an index (`messages[1]`) or holding a bracket never has
+# to be read back from text.
+JsonPath = tuple[str | int, ...]
+
+
+def shown_path(steps: JsonPath) -> str:
+    """`steps` as an error line names them: `$.messages[1].content`, keys by `key_step`."""
+    return "$" + "".join(f"[{step}]" if isinstance(step, int) else key_step(step) for step in steps)
 
 
 def _first_non_json(value: Any, where: str) -> tuple[str, str] | None:

@@ -79,7 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--cafe-report-dir",
         default=None,
         metavar="DIR",
-        help="on a failed replay, write a page of the mismatch to DIR/<recording>.html (private: 0600)",
+        help="on a failed replay, write a page of the mismatch to DIR/<folder>.<recording>.html (private: "
+             "0600; DIR is created 0700)",
     )
 
 
@@ -503,23 +504,17 @@ def _one_line_through_cafe(while_: str) -> Generator[None, Any, Any]:
 
 
 def _report(item: pytest.Item, replay: ReplayClient, failure: ReplayError) -> str:
-    """With --cafe-report-dir: the mismatch page, named after the recording, never over
-    another; returns the clause naming it for the failure line."""
+    """With --cafe-report-dir: the mismatch page, named after the recording, inside the
+    directory and never over another file; returns the clause naming it for the failure line."""
     directory = item.config.getoption("--cafe-report-dir")
     if not directory:
         return ""
-    from cafe.view import PageUnwritable, write_mismatch_report
+    from cafe.view import PageUnwritable, write_report_into
 
-    base = Path(directory) / replay.recording.path.stem
-    for attempt in range(1, 100):
-        target = base.with_name(f"{base.name}.html" if attempt == 1 else f"{base.name}-{attempt}.html")
-        if os.path.lexists(target):
-            continue
-        try:
-            write_mismatch_report(target, replay.recording, failure)
-        except PageUnwritable as error:
-            return f" (no report: {error})"
-        except Exception as error:  # a page that cannot be drawn: its message may quote the recording
-            return f" (no report: {type(error).__name__} while drawing it)"
-        return f" (report: {target})"
-    return " (no report: 99 reports of this recording already in the directory)"
+    try:
+        page = write_report_into(Path(directory), replay.recording, failure)
+    except PageUnwritable as error:
+        return f" (no report: {error})"
+    except Exception as error:  # a page too large for memory, JSON nested past the stack
+        return f" (no report: the page could not be drawn ({type(error).__name__}))"
+    return f" (report: {page})"

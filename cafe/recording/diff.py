@@ -7,6 +7,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from cafe.jsondata import JsonPath, shown_path
+
 # Values under these keys are protocol metadata, safe and useful to show verbatim.
 _SHOWN_KEYS = frozenset(
     {"role", "type", "name", "id", "tool_call_id", "finish_reason", "model", "temperature",
@@ -17,9 +19,14 @@ _ABSENT = object()
 
 @dataclass(frozen=True)
 class Difference:
-    path: str
+    steps: JsonPath  # where the documents first differ, a key or an index a step
     recorded: str
     incoming: str
+
+    @property
+    def path(self) -> str:
+        """The steps as an error line names them (`shown_path`)."""
+        return shown_path(self.steps)
 
 
 def describe(value: Any, key: str | None = None) -> str:
@@ -52,21 +59,27 @@ def _same_scalar(recorded: Any, incoming: Any) -> bool:
     return type(recorded) is type(incoming) and recorded == incoming
 
 
-def first_difference(recorded: Any, incoming: Any, path: str = "$", key: str | None = None) -> Difference | None:
+def first_difference(recorded: Any, incoming: Any) -> Difference | None:
+    """Where two JSON documents first differ (keys in sorted order, then list positions), with
+    each side described without quoting text (`describe`)."""
+    return _first_difference(recorded, incoming, (), None)
+
+
+def _first_difference(recorded: Any, incoming: Any, steps: JsonPath, key: str | None) -> Difference | None:
     if isinstance(recorded, dict) and isinstance(incoming, dict):
         for name in sorted(set(recorded) | set(incoming)):
-            found = first_difference(
-                recorded.get(name, _ABSENT), incoming.get(name, _ABSENT), f"{path}.{name}", name
+            found = _first_difference(
+                recorded.get(name, _ABSENT), incoming.get(name, _ABSENT), (*steps, name), name
             )
             if found:
                 return found
         return None
     if isinstance(recorded, list) and isinstance(incoming, list):
         for index in range(max(len(recorded), len(incoming))):
-            found = first_difference(
+            found = _first_difference(
                 recorded[index] if index < len(recorded) else _ABSENT,
                 incoming[index] if index < len(incoming) else _ABSENT,
-                f"{path}[{index}]",
+                (*steps, index),
                 key,
             )
             if found:
@@ -75,8 +88,8 @@ def first_difference(recorded: Any, incoming: Any, path: str = "$", key: str | N
     if _same_scalar(recorded, incoming):
         return None
     # A message's `name` may be a person's name; only a function's name is shown verbatim.
-    shown = key if key != "name" or path.endswith(".function.name") else None
-    return Difference(path, describe(recorded, shown), describe(incoming, shown))
+    shown = key if key != "name" or steps[-2:] == ("function", "name") else None
+    return Difference(steps, describe(recorded, shown), describe(incoming, shown))
 
 
 def summarise_request(request: dict[str, Any]) -> str:

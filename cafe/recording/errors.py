@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.errors import CafeError
+from cafe.jsondata import JsonPath, shown_path
 
 
 class RecordingError(CafeError):
@@ -141,13 +142,17 @@ class ReplayError(RecordingError):
 
 
 class ReplayMismatch(ReplayError):
+    """`steps` is where the requests first differ, a key or an index a step; `json_path` is
+    that path as the message names it (`$.messages[1].content`, unusual keys by their size)."""
+
     exit_code = 41
 
-    def __init__(self, path: Path | str, call: int, json_path: str, recorded: str, incoming: str):
-        self.path, self.call, self.json_path = Path(path), call, json_path
+    def __init__(self, path: Path | str, call: int, steps: JsonPath, recorded: str, incoming: str):
+        self.path, self.call, self.steps = Path(path), call, tuple(steps)
+        self.json_path = shown_path(self.steps)
         self.recorded, self.incoming = recorded, incoming
         super().__init__(
-            f"{path}: call {call}: the request differs from the recording at {json_path}: "
+            f"{path}: call {call}: the request differs from the recording at {self.json_path}: "
             f"recorded {recorded}, incoming {incoming}"
         )
 
@@ -188,8 +193,13 @@ class NetworkRefused(ReplayError):
 
 
 class TranscriptMismatch(ReplayError):
+    """`transcripts` holds the recorded and the replayed transcript, a line an item, and
+    `line` the 1-based line where they first differ (None: the lines agree and the endings
+    do not), for the mismatch report; neither is in the message."""
+
     exit_code = 44
 
-    def __init__(self, path: Path | str, detail: str) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | str, detail: str, *,
+                 transcripts: tuple[list[str], list[str]] | None = None, line: int | None = None) -> None:
+        self.path, self.transcripts, self.line = Path(path), transcripts, line
         super().__init__(f"{path}: the replayed transcript differs from the recorded one: {detail}")

@@ -139,8 +139,10 @@ class ReplayClient:
                 # The line quotes protocol values (roles, ids) and names keys: the recorded side
                 # is scrubbed only if cafe wrote it, so what is quoted is scrubbed here (a text's
                 # length and digest, and the path's keys but for a key-shaped secret, as they are).
+                keys = structure_scrubber()
+                steps = tuple(keys.scrub(step) if isinstance(step, str) else step for step in difference.steps)
                 mismatch = ReplayMismatch(
-                    self.path, recorded.index, structure_scrubber().scrub(difference.path),
+                    self.path, recorded.index, steps,
                     self._quoted(difference.recorded), self._quoted(difference.incoming),
                 )
                 mismatch.incoming_request, mismatch.served = incoming, self.calls

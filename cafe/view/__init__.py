@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
@@ -23,8 +25,13 @@ from cafe.view.page import format_duration, shift_page
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
-           "mismatch_page", "register", "scrubbed", "shift_page", "timeline", "write_mismatch_report",
-           "write_private_page"]
+           "mismatch_page", "page_name", "register", "scrubbed", "shift_page", "timeline",
+           "write_mismatch_report", "write_private_page", "write_report_into"]
+
+# Attempts at a free name in a report directory before giving up: DIR/NAME.html, NAME-2.html, ...
+MAX_REPORTS_OF_ONE_RECORDING = 99
+# Bytes of a page's name before ".html" and its "-99": within every file system's 255.
+_LONGEST_NAME_BYTES = 150
 
 
 class PageUnwritable(RecordingError):
@@ -51,34 +58,89 @@ def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayE
                           scrubber: Scrubber | None = None) -> Path:
     """The page of a failed replay: recorded and incoming request side by side, the recorded
     side scrubbed as the incoming one was (`scrubber`, default `Scrubber.from_environment()`)."""
-    scrubber = scrubber or Scrubber.from_environment()
+    return write_private_page(path, _mismatch_text(recording, error, scrubber or Scrubber.from_environment()))
+
+
+def _mismatch_text(recording: Recording, error: ReplayError, scrubber: Scrubber) -> str:
     failed = failed_replay(error)
     # The incoming request was scrubbed as a recording is (its keys kept), and the line and the
     # path name keys of a file cafe may not have written: the page shows them as it shows the
     # recording's keys (and the replay scrubbed the values the line quotes).
     keys = structure_scrubber()
-    shown = scrubbed(recording, scrubber)
+    transcripts = failed.transcripts
     # The line names the file as the header does: scrubbed with every pattern, as a value is.
     message = failed.message
     for named in {str(recording.path), str(getattr(error, "path", None) or recording.path)}:
         message = message.replace(named, scrubber.scrub(named))
     failed = dataclasses.replace(
         failed, message=keys.scrub(message),
-        json_path=None if failed.json_path is None else keys.scrub(failed.json_path),
-        incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber))
-    return write_private_page(path, mismatch_page(shown, failed))
+        steps=None if failed.steps is None else tuple(keys.scrub(s) if isinstance(s, str) else s
+                                                      for s in failed.steps),
+        incoming=None if failed.incoming is None else shown_json(failed.incoming, scrubber),
+        transcripts=None if transcripts is None else ([scrubber.scrub(line) for line in transcripts[0]],
+                                                      [scrubber.scrub(line) for line in transcripts[1]]))
+    return mismatch_page(scrubbed(recording, scrubber), failed)
+
+
+def page_name(recording: Path, scrubber: Scrubber) -> str:
+    """The name, without ".html", of the page of `recording` in a report directory: its folder
+    and file name (`orders.test_latte`), scrubbed, made of letters, digits, `_`, `-` and `.` and
+    starting with none of the last three, so that it is one plain file name inside the directory
+    (never `.`, `..`, hidden, a path or too long)."""
+    words = [re.sub(r"[^\w.-]+", "_", scrubber.scrub(part)).strip("._-") for part in (recording.parent.name,
+                                                                                     recording.stem)]
+    name = ".".join(word for word in words if word) or "recording"
+    while len(name.encode("utf-8")) > _LONGEST_NAME_BYTES:
+        name = name[:-1]
+    return name.rstrip("._-") or "recording"
+
+
+def write_report_into(directory: Path | str, recording: Recording, error: ReplayError,
+                      scrubber: Scrubber | None = None) -> Path:
+    """The mismatch page of `error` in `directory` (created 0700 when missing: the pages are
+    private), named after the recording (`page_name`) and never over another file: a second
+    failure of the same recording is NAME-2.html."""
+    directory = Path(directory)
+    scrubber = scrubber or Scrubber.from_environment()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise PageUnwritable(directory, "it is not a directory") from None
+    except OSError as failure:
+        raise PageUnwritable(directory, f"the report directory cannot be made ({_reason(failure)})") from None
+    if not stat.S_ISDIR(os.stat(directory).st_mode):
+        raise PageUnwritable(directory, "it is not a directory")
+    name = page_name(recording.path, scrubber)
+    text = _mismatch_text(recording, error, scrubber)
+    for attempt in range(1, MAX_REPORTS_OF_ONE_RECORDING + 1):
+        target = directory / (f"{name}.html" if attempt == 1 else f"{name}-{attempt}.html")
+        if _write_new(target, text):
+            return target
+    raise PageUnwritable(directory / f"{name}.html", f"{MAX_REPORTS_OF_ONE_RECORDING} reports of this recording "
+                         "are there already")
+
+
+def _reason(error: OSError) -> str:
+    return os.strerror(error.errno).lower() if error.errno else type(error).__name__
 
 
 def write_private_page(path: Path | str, text: str) -> Path:
     """Create `path` 0600 with `text`; never over anything that exists (a symlink included)."""
     path = Path(path)
+    if not _write_new(path, text):
+        raise PageUnwritable(path, "it exists; pages are never overwritten, choose another path")
+    return path
+
+
+def _write_new(path: Path, text: str) -> bool:
+    """Create `path` 0600 with `text`; False when something (a symlink included) is there."""
     if str(path).strip() == "":
         raise PageUnwritable(path, "the path is empty")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         descriptor = os.open(path, flags, 0o600)
     except FileExistsError:
-        raise PageUnwritable(path, "it exists; pages are never overwritten, choose another path") from None
+        return False
     except FileNotFoundError:
         raise PageUnwritable(path, "its directory does not exist") from None
     except IsADirectoryError:
@@ -93,10 +155,9 @@ def write_private_page(path: Path | str, text: str) -> Path:
     except BaseException as error:
         path.unlink(missing_ok=True)  # a half-written page is not left behind
         if isinstance(error, OSError):  # a full disk, a file size limit
-            reason = os.strerror(error.errno).lower() if error.errno else type(error).__name__
-            raise PageUnwritable(path, f"it could not be written ({reason})") from None
+            raise PageUnwritable(path, f"it could not be written ({_reason(error)})") from None
         raise
-    return path
+    return True
 
 
 def _page_argument(text: str) -> str:

@@ -41,8 +41,13 @@ class CallRow:
     input_tokens: int | None
     output_tokens: int | None
     finish_reason: str | None
-    new_messages: list[dict[str, Any]]  # what this call added to the conversation
+    # The call's input as the page shows it: when the request extends the previous call's
+    # (its messages, then that call's reply), only what it adds, and `continues` names that
+    # call and `repeated` how many messages are not shown again; otherwise the whole input.
+    messages: list[dict[str, Any]]
     reply: dict[str, Any]
+    continues: int | None = None
+    repeated: int = 0
     tools: list[ToolRow] = field(default_factory=list)
 
 
@@ -93,6 +98,18 @@ def _finish_reason(call: RecordedCall) -> str | None:
 def _messages(call: RecordedCall) -> list[dict[str, Any]]:
     messages = call.request.get("messages")
     return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+
+def _repeated(earlier: list[dict[str, Any]] | None, reply: dict[str, Any], messages: list[dict[str, Any]]) -> int:
+    """How many of `messages` begin as `earlier` (the previous call's input) and then `reply`
+    (its answer) do: the part a page need not show again. 0 unless the request truly extends
+    the previous one: independent calls and a sliding window that dropped its oldest message
+    repeat nothing."""
+    if not earlier or len(messages) < len(earlier) or messages[:len(earlier)] != earlier:
+        return 0
+    if len(messages) > len(earlier) and messages[len(earlier)] == reply:
+        return len(earlier) + 1
+    return len(earlier)
 
 
 def _tool_answers(following: RecordedCall | None) -> dict[str, str]:
@@ -153,12 +170,14 @@ def timeline(recording: Recording) -> ShiftTimeline:
     windows = [(window.start, window.end) for window in recorded.calls]
     model = recording.model or "unknown"
     calls: list[CallRow] = []
-    seen = 0
+    earlier: list[dict[str, Any]] | None = None
     for position, call in enumerate(recording.calls):
         following = recording.calls[position + 1] if position + 1 < len(recording.calls) else None
         start, end = windows[position]
         next_start = windows[position + 1][0] if following is not None else end + SYNTHETIC_STEP_NS
         messages = _messages(call)
+        reply = _reply(call)
+        repeated = _repeated(earlier, calls[-1].reply, messages) if calls else 0
         raw_usage = call.response.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         calls.append(CallRow(
@@ -169,11 +188,13 @@ def timeline(recording: Recording) -> ShiftTimeline:
             input_tokens=_int(usage.get("prompt_tokens")),
             output_tokens=_int(usage.get("completion_tokens")),
             finish_reason=_finish_reason(call),
-            new_messages=messages[seen:],
-            reply=_reply(call),
+            messages=messages[repeated:],
+            reply=reply,
+            continues=calls[-1].index if repeated else None,
+            repeated=repeated,
             tools=_tools(call, following, (end, max(next_start, end))),
         ))
-        seen = len(messages) + 1  # the reply is part of the next request
+        earlier = messages
     shift_start = recorded.shift.start
     ends = [recorded.shift.end] + [tool.end_ns for call in calls for tool in call.tools]
     return ShiftTimeline(

@@ -88,7 +88,9 @@ def test_a_broad_configured_pattern_leaves_the_reports_keys_and_highlight(tmp_pa
     failure = _mismatch(replay, [{"role": "user", "content": "Hello."}])
     text = write_mismatch_report(tmp_path / "report.html", replay.recording, failure, broad).read_text()
     assert '"messages"' in html.unescape(text)
-    assert text.count('<span class="diff" data-path="$.messages[0].content">') == 2  # both sides highlighted
+    # both sides highlighted
+    assert text.count('class="diff" id="diff-recorded" data-path="$.messages[0].content">') == 1
+    assert text.count('class="diff" id="diff-incoming" data-path="$.messages[0].content">') == 1
 
 
 def test_the_report_line_scrubs_the_file_name_as_its_header_does(tmp_path: Path) -> None:

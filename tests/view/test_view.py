@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 import stat
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,7 +18,7 @@ from cafe.clients.scripted import ScriptedClient
 from cafe.clients.story import StoryClient
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT, STORY_DECISIONS, STORY_SCRIPT
 from cafe.recording import load_recording
-from tests.view.browser import visit
+from tests.view.browser import read_png, visit
 
 HOSTILE = '<script>document.title="pwned"</script><img src="http://127.0.0.1:9/leak.png"> & "quotes"'
 
@@ -44,12 +46,16 @@ def rows_of(page: str) -> _Rows:
     return parser
 
 
-def _width(style: str) -> float:
+def _style(style: str, name: str) -> float:
     for part in style.split(";"):
         key, _, value = part.partition(":")
-        if key.strip() == "width":
+        if key.strip() == name:
             return float(value.strip().rstrip("%"))
-    raise AssertionError(f"no width in {style!r}")
+    raise AssertionError(f"no {name} in {style!r}")
+
+
+def _width(style: str) -> float:
+    return _style(style, "width")
 
 
 def _record(path: Path, client, script, decisions) -> Path:
@@ -131,11 +137,15 @@ def test_browser_shows_every_span_in_time_order_with_widths_from_durations(tmp_p
     assert kinds.count("chat") == len(calls) and kinds.count("tool") == _expected_tools(recording)
     starts = [int(r["data-start-ns"]) for r in rows]
     assert starts == sorted(starts), "spans out of time order"
-    shift_ns = int(rows[0]["data-duration-ns"])
+    scale_start, scale_ns = (int(v) for v in re.search(
+        r'class="waterfall" data-scale-start-ns="(\d+)" data-scale-ns="(\d+)"', seen.dom).groups())
     chats = [r for r in rows if r["data-kind"] == "chat"]
+    assert scale_start == int(chats[0]["data-start-ns"])  # the scale starts at the first call
     for row, call in zip(chats, calls, strict=True):
         duration = call.timing.duration_ns if call.timing else 1_000_000  # plain: the synthetic 1 ms
-        assert _width(row["bar"]) == pytest.approx(duration / shift_ns * 100, abs=0.001)
+        assert _width(row["bar"]) == pytest.approx(duration / scale_ns * 100, abs=0.001)
+        left = (int(row["data-start-ns"]) - scale_start) / scale_ns * 100
+        assert _style(row["bar"], "left") == pytest.approx(left, abs=0.001)
     assert 'data-stop-reason="consent_violation"' in seen.dom or shape == "plain"
     assert "synthetic timeline" in seen.dom if shape == "plain" else "recorded timeline" in seen.dom
     assert "title>pwned" not in seen.dom
@@ -155,3 +165,98 @@ def test_the_net_log_check_sees_a_page_that_does_fetch(tmp_path):
     page = tmp_path / "fetches.html"
     page.write_text('<html><body><img src="http://127.0.0.1:9/pixel.png"></body></html>')
     assert visit(page.as_uri(), tmp_path / "browser", "fetches").requested_urls() == ["http://127.0.0.1:9/pixel.png"]
+
+
+SYSTEM_PROMPT = {"role": "system", "content": "You are the counter assistant at a small café. " * 8}
+
+
+def _reply(message: dict, reason: str = "stop") -> dict:
+    return {"model": "their-model", "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3}}
+
+
+def _independent_pairs(lines: int):
+    """Two calls a customer line, each pair a conversation of its own: a tool call, its answer."""
+    for k in range(lines):
+        user = {"role": "user", "content": f"customer line {k}: a latte please"}
+        tool_call = {"id": f"c{k}", "type": "function",
+                     "function": {"name": "price_check", "arguments": '{"item": "latte"}'}}
+        asked = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+        yield {"request": {"messages": [SYSTEM_PROMPT, user]}, "response": _reply(asked, "tool_calls")}
+        answer = {"role": "tool", "tool_call_id": f"c{k}", "content": '{"price_eur": 3.2}'}
+        yield {"request": {"messages": [SYSTEM_PROMPT, user, asked, answer]},
+               "response": _reply({"role": "assistant", "content": f"answer {k}"})}
+
+
+def _sliding_window(calls: int, size: int = 4):
+    """One long conversation of which each call sends the system prompt and the last `size` messages."""
+    conversation: list[dict] = []
+    for k in range(calls):
+        conversation.append({"role": "user", "content": f"customer line {k}: a latte please"})
+        yield {"request": {"messages": [SYSTEM_PROMPT, *conversation[-size:]]},
+               "response": _reply({"role": "assistant", "content": f"answer {k}"})}
+        conversation.append({"role": "assistant", "content": f"answer {k}"})
+
+
+@pytest.mark.parametrize("shape", ["independent", "sliding window"])
+def test_every_calls_input_is_on_the_page(tmp_path, shape):
+    lines = list(_independent_pairs(20) if shape == "independent" else _sliding_window(40))
+    recording = tmp_path / "theirs.jsonl"
+    recording.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = tmp_path / "page.html"
+    assert _view(recording, page)[0] == 0
+    text = page.read_text()
+    customer_lines = {m["content"] for line in lines for m in line["request"]["messages"] if m["role"] == "user"}
+    assert all(html.escape(content) in text for content in customer_lines)
+    inputs = dict(re.findall(r'<details id="input-(\d+)">(.*?)</details>', text, re.S))
+    assert len(inputs) == len(lines)
+    for index, line in enumerate(lines, start=1):
+        shown = inputs[str(index)]
+        continues = re.search(r"continues call (\d+)", shown)
+        # A call that continues the previous one shows what it adds; any other, its whole input.
+        earlier = lines[int(continues.group(1)) - 1] if continues else None
+        start = len(earlier["request"]["messages"]) + 1 if earlier else 0
+        for message in line["request"]["messages"][start:]:
+            if message["role"] == "user":
+                assert html.escape(message["content"]) in shown, (index, message["content"])
+        if continues is None and index > 1:
+            assert '<a href="#input-1">the input of call 1</a>' in shown  # the long system prompt, linked
+    if shape == "independent":  # the second call of each pair continues the first: nothing shown twice
+        assert all(text.count(html.escape(content) + "\n") == 1 for content in customer_lines)
+        assert text.count("continues call") == len(lines) // 2
+    else:  # only call 2 extends call 1: from call 3 on, the window drops its oldest message
+        assert re.findall(r"input of call (\d+): continues", text) == ["2"]
+
+
+CHAT_BLUE, TOOL_GREEN, SHIFT_GREY = (37, 99, 235), (16, 185, 129), (107, 114, 128)
+MIN_BAR_PX = 6
+
+
+def _bars(shot, colour):
+    """The bars of `colour` in a screenshot (left, top, right, bottom), a bar at least 8 px tall."""
+    return sorted((b for b in shot.blocks(colour) if b[3] - b[1] >= 8), key=lambda b: b[1])
+
+
+def test_browser_draws_the_waterfall_from_the_first_call_on_an_axis_with_visible_bars(tmp_path):
+    recording = _record(tmp_path / "story.jsonl", StoryClient(), STORY_SCRIPT, STORY_DECISIONS)
+    page = tmp_path / "story.html"
+    assert _view(recording, page)[0] == 0
+    seen = visit(page.as_uri(), tmp_path / "browser", "waterfall", window=(1280, 1200))
+    calls = load_recording(recording).calls
+    shift_start = load_recording(recording).header.clock_origin_unix_nano
+    setup = re.search(r'class="line setup" data-setup-ns="(\d+)"', seen.dom)
+    assert setup and int(setup.group(1)) == calls[0].timing.start_unix_nano - shift_start > 0
+    ticks = re.findall(r'<div class="tick(?: end)?" style="left:([\d.]+)%"><span>([^<]*)</span>', seen.dom)
+    assert len(ticks) >= 3 and ticks[0] == ("0.0000", "0") and all(label.startswith("+") for _, label in ticks[1:])
+    assert [float(left) for left, _ in ticks] == sorted(float(left) for left, _ in ticks)
+
+    shot = read_png(seen.screenshot)
+    shift_bar = max(_bars(shot, SHIFT_GREY), key=lambda b: b[2] - b[0])  # the widest: text is grey too
+    chats, tools = _bars(shot, CHAT_BLUE), _bars(shot, TOOL_GREEN)
+    assert len(chats) == len(calls) and len(tools) == _expected_tools(recording) - 1  # one tool failed: red
+    lane = shift_bar[2] - shift_bar[0]
+    assert abs(chats[0][0] - shift_bar[0]) <= 2  # the first call is drawn where the scale starts
+    assert chats[-1][2] > shift_bar[0] + lane / 2  # and the calls spread over the lane
+    assert all(right - left + 1 >= MIN_BAR_PX for left, _, right, _ in chats + tools)
+    assert 'title="check_allergens ok: its time is not recorded; placed after call 1"' in seen.dom
+    assert seen.requested_urls() == []
