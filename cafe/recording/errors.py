@@ -187,3 +187,16 @@ class TranscriptMismatch(ReplayError):
     def __init__(self, path: Path | str, detail: str) -> None:
         self.path = Path(path)
         super().__init__(f"{path}: the replayed transcript differs from the recorded one: {detail}")
+
+
+class StreamExhausted(ReplayError):
+    """A replayed stream was read past its recorded end: the recorded caller closed it there."""
+
+    exit_code = 49
+
+    def __init__(self, path: Path | str, call: int, chunks: int) -> None:
+        self.path, self.call = Path(path), call
+        super().__init__(
+            f"{path}: call {call}: the stream was read past the {chunks} chunk(s) the recording holds "
+                  "(the recorded caller closed it there; re-record to replay more of it)"
+        )

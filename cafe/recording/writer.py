@@ -245,9 +245,12 @@ class RecordingWriter:
         """`value` as it would read back from this recording: serialised and scrubbed."""
         return self._scrubber.scrub_json(json_document(value))
 
-    def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
+    def write_call(self, request: dict[str, Any] | None, response: dict[str, Any] | None, timing: Timing | None,
+                   exchange: dict[str, Any] | None = None) -> None:
         # Counted once written: a call whose line failed is not among those kept.
-        self._write_line(RecordedCall(self.calls + 1, self.calls + 2, request, response, timing).to_json())
+        call = RecordedCall(self.calls + 1, self.calls + 2, request, response, timing,  # type: ignore[arg-type]
+                            exchange=exchange)
+        self._write_line(call.to_json())
         self.calls += 1
 
     def write_end(self, ending: Ending) -> None:

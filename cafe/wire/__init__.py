@@ -24,7 +24,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cafe.wire._api import AsyncRecordingTransport, RecordingTransport, record, replay
+    from cafe.wire._exchange import recorded_request_headers, recorded_response_headers
     from cafe.wire._intercept import WireLayer, WireSource, install, installed, intercept, uninstall
+    from cafe.wire._recorder import WireRecorder
+    from cafe.wire._replay import ReplayTransport
     from cafe.wire._transport import AsyncObservedTransport, Clock, ObservedTransport
     from cafe.wire._types import (
         CallObserver,
@@ -40,6 +44,14 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "AsyncRecordingTransport": "cafe.wire._api",
+    "RecordingTransport": "cafe.wire._api",
+    "ReplayTransport": "cafe.wire._replay",
+    "WireRecorder": "cafe.wire._recorder",
+    "record": "cafe.wire._api",
+    "recorded_request_headers": "cafe.wire._exchange",
+    "recorded_response_headers": "cafe.wire._exchange",
+    "replay": "cafe.wire._api",
     "AsyncObservedTransport": "cafe.wire._transport",
     "CallObserver": "cafe.wire._types",
     "CallOutcome": "cafe.wire._types",
@@ -63,6 +75,7 @@ _EXPORTS = {
 
 __all__ = [
     "AsyncObservedTransport",
+    "AsyncRecordingTransport",
     "CallObserver",
     "CallOutcome",
     "Clock",
@@ -70,8 +83,11 @@ __all__ = [
     "Headers",
     "ObservedTransport",
     "OutcomeKind",
+    "RecordingTransport",
+    "ReplayTransport",
     "WireLayer",
     "WireObserver",
+    "WireRecorder",
     "WireRequest",
     "WireResponse",
     "WireSource",
@@ -80,6 +96,10 @@ __all__ = [
     "install",
     "installed",
     "intercept",
+    "record",
+    "recorded_request_headers",
+    "recorded_response_headers",
+    "replay",
     "uninstall",
 ]
 
