@@ -101,6 +101,20 @@ def recording_path(request: pytest.FixtureRequest) -> Path:
     return here / "recordings" / Path(request.node.path).stem / f"{name}.jsonl"
 
 
+@pytest.fixture(autouse=True)
+def _cafe_wire_recording(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `cafe_recording` that builds its own model clients (it asks for no
+    `cafe_recording` fixture): its httpx2 calls are recorded, then replayed (cafe.wire)."""
+    marker = request.node.get_closest_marker("cafe_recording")
+    if marker is None or "cafe_recording" in request.fixturenames:
+        yield
+        return
+    from cafe.wire._pytest import marked_test
+
+    yield from marked_test(request, recording_path(request), record_mode(request.config), dict(marker.kwargs),
+                           _CALL_PASSED, _REPLAY)
+
+
 @pytest.fixture
 def cafe_model_client() -> Any:
     """The client a recording is made from (only built when recording). Override it in a
@@ -232,11 +246,20 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     from cafe.recording.errors import ReplayError
 
     failure: ReplayError | None = None
+    # A wire replay keeps its first refusal: an SDK wraps it in an error of its own
+    # (openai's APIConnectionError), or the test's code may have caught that.
     try:
         result = yield  # raises when the test body failed: that failure says more
     except ReplayError as error:
         # One line, not a traceback: the frames' arguments would print the conversation.
         failure = error
+    except Exception:
+        refused: ReplayError | None = getattr(replay, "failure", None)
+        if refused is None:
+            raise
+        failure = refused
+    if failure is None:
+        failure = getattr(replay, "failure", None)
     if failure is None and replay.unused:
         try:
             replay.assert_exhausted()
