@@ -338,6 +338,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
             tracer=tracer,
             ignore=args.ignore,
             scrubber=Scrubber.from_environment(environ),
+            environ=environ,
             **explicit,
         )
     except ReplayError as error:

@@ -128,11 +128,13 @@ class ReplayError(RecordingError):
     `incoming_request` is the request the replay made where it failed (scrubbed as the
     recording is; None when it made none) and `served` how many recorded calls it had been
     served before: what a mismatch report (`cafe.view.mismatch`) shows. Neither is in the
-    message, which names paths and sizes only."""
+    message, which names paths and sizes only. `on_wire`: `incoming_request` is the HTTP
+    body as sent (a `cafe.wire` replay), not the four arguments of a café call."""
 
     exit_code = 40
     incoming_request: dict[str, Any] | None = None
     served: int | None = None
+    on_wire: bool = False
 
 
 class ReplayMismatch(ReplayError):

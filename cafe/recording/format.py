@@ -203,6 +203,19 @@ class Recording:
     truncated: bool = False
 
     @property
+    def holds_shift_calls(self) -> bool:
+        """Whether each call line's `request` and `response` are a café client's call (the
+        four arguments of `chat`, and its reply): every version 0 and 1 recording, and a
+        version 2 one a café shift made live (its exchanges also hold the JSON bodies as
+        sent and answered, `exchange.request_json`). Other version 2 lines hold the bodies
+        themselves (`cafe.wire` recording any agent)."""
+        if self.header.version < WIRE_VERSION:
+            return True
+        if not self.calls:
+            return self.header.script is not None
+        return "request_json" in (self.calls[0].exchange or {})
+
+    @property
     def model(self) -> str | None:
         """The shift's model: the header's, else the first call's resolved model."""
         if self.header.model:

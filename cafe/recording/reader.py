@@ -447,6 +447,9 @@ class _LineReader:
         for key in ("request_body", "body"):
             if exchange.get(key) is not None:
                 self.payload(exchange[key], number, f"exchange.{key}")
+        for key in ("request_json", "response_json"):  # a café shift's line: the bodies beside its call
+            if exchange.get(key) is not None and not isinstance(exchange[key], dict):
+                raise self.fail(number, "an object or null", _kind(exchange[key]), field=f"exchange.{key}")
         stream = exchange.get("stream")
         if stream is None:
             return

@@ -19,7 +19,7 @@ from cafe.clients.base import Message, Response, build_request, check_tool_call_
 from cafe.jsondata import fresh_json, json_document, plain_json, same_json
 from cafe.recording.diff import first_difference, summarise_request
 from cafe.recording.errors import RecordingError, RecordingExhausted, ReplayMismatch, UnusedCalls
-from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
+from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber, structure_scrubber
@@ -47,7 +47,7 @@ class ReplayClient:
         scrubber: Scrubber | None = None,
     ) -> None:
         self.recording = source if isinstance(source, Recording) else load_recording(source)
-        if self.recording.header.version >= WIRE_VERSION:
+        if not self.recording.holds_shift_calls:
             raise RecordingError(
                 f"{self.recording.path}: it is a wire recording (format version {self.recording.header.version}): "
                 "replay it by running the code that made it under cafe.wire.replay() or the pytest marker "

@@ -42,13 +42,15 @@ class FailedReplay:
     json_path: str | None  # the first differing path, "$.messages[3].content"
     incoming: dict[str, Any] | None  # the request the replay made at `call`, when it made one
     served: int  # how many recorded calls were served before the failure
+    on_wire: bool = False  # refused by cafe.wire: `incoming` is the HTTP body as sent
 
 
 def failed_replay(error: ReplayError) -> FailedReplay:
     """What the page shows, from the error the replay raised."""
     served = error.served or 0
     if isinstance(error, ReplayMismatch):
-        return FailedReplay(str(error), error.call, error.json_path, error.incoming_request, served)
+        return FailedReplay(str(error), error.call, error.json_path, error.incoming_request, served,
+                            on_wire=error.on_wire)
     if isinstance(error, UnusedCalls):
         return FailedReplay(str(error), error.first_call, None, None, served)
     if isinstance(error, RecordingExhausted):
@@ -122,6 +124,9 @@ def _call_list(calls: Sequence[RecordedCall], failed: FailedReplay) -> str:
 def mismatch_page(recording: Recording, failed: FailedReplay) -> str:
     recorded_call = next((c for c in recording.calls if c.index == failed.call), None)
     recorded = recorded_call.request if recorded_call is not None else None
+    if failed.on_wire and recorded_call is not None and "request_json" in (recorded_call.exchange or {}):
+        # A café shift replayed through the wire: compared was the body as sent, beside its call.
+        recorded = (recorded_call.exchange or {}).get("request_json")
     left = _json(recorded, "$", failed.json_path) if recorded is not None else "<i>no recorded call</i>"
     right = (_json(failed.incoming, "$", failed.json_path) if failed.incoming is not None
              else "<i>the replay made no such call</i>")

@@ -83,6 +83,8 @@ def _call(timeline: ShiftTimeline, call: CallRow) -> str:
     tokens = (f"{call.input_tokens}+{call.output_tokens} tokens"
               if call.input_tokens is not None or call.output_tokens is not None else "no usage")
     meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · {tokens}"
+    if call.first_chunk_ns is not None:
+        meta += f" · first chunk at {format_duration(call.first_chunk_ns)}"
     if call.finish_reason:
         meta += f" · {_e(call.finish_reason)}"
     parts = [_row(timeline, "chat", f"chat {call.model}", _e(meta), call.start_ns, call.end_ns)]

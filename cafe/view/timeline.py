@@ -44,6 +44,7 @@ class CallRow:
     new_messages: list[dict[str, Any]]  # what this call added to the conversation
     reply: dict[str, Any]
     tools: list[ToolRow] = field(default_factory=list)
+    first_chunk_ns: int | None = None  # a streamed call: its first chunk's offset from the call's start
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,13 @@ def _finish_reason(call: RecordedCall) -> str | None:
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         reason = choices[0].get("finish_reason")
         return reason if isinstance(reason, str) else None
+    return None
+
+
+def _first_chunk_ns(call: RecordedCall) -> int | None:
+    stream = (call.exchange or {}).get("stream")
+    if isinstance(stream, list) and stream and isinstance(stream[0], dict):
+        return _int(stream[0].get("offset_ns"))
     return None
 
 
@@ -172,6 +180,7 @@ def timeline(recording: Recording) -> ShiftTimeline:
             new_messages=messages[seen:],
             reply=_reply(call),
             tools=_tools(call, following, (end, max(next_start, end))),
+            first_chunk_ns=_first_chunk_ns(call),
         ))
         seen = len(messages) + 1  # the reply is part of the next request
     shift_start = recorded.shift.start

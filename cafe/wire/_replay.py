@@ -189,6 +189,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         json_path, recorded, offered = self._difference(expected, incoming) or ("$", "?", "?")
         mismatch = ReplayMismatch(self.path, expected.index, json_path, recorded, offered)
         mismatch.incoming_request, mismatch.served = incoming.scrubbed_body(), self.served
+        mismatch.on_wire = True
         raise mismatch
 
     def _difference(self, recorded: RecordedCall, incoming: _Incoming) -> tuple[str, str, str] | None:
@@ -204,15 +205,20 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                 return "the path", repr(scrub(recorded_path)), repr(scrub(incoming_path))
             return "the query", describe(recorded_query), describe(incoming_query)
         raw_body = exchange.get("request_body")
+        shift_line = "request_json" in exchange  # the line's `request` is the café's call
         if raw_body is not None or incoming.body is None:
             recorded_bytes = payload_bytes(raw_body) if raw_body is not None else b""
-            if recorded_bytes == incoming.raw or (raw_body is None and not recorded.request and not incoming.raw):
+            sent_json = exchange.get("request_json") if shift_line else recorded.request
+            if recorded_bytes == incoming.raw or (raw_body is None and not sent_json and not incoming.raw):
                 return None
             return "the body", f"{len(recorded_bytes)} bytes", f"{len(incoming.raw)} bytes"
-        held = encoded(recorded, "request")
+        held = None if shift_line else encoded(recorded, "request")
         if held is not None and not self._ignore and incoming.sorted_bytes() == held:
             return None
-        recorded_body = decode_held(held) if held is not None else recorded.request
+        if shift_line:
+            recorded_body = exchange.get("request_json") or {}
+        else:
+            recorded_body = decode_held(held) if held is not None else recorded.request
         difference = first_difference(normalise(recorded_body, self._ignore),
                                       normalise(incoming.scrubbed_body(), self._ignore))
         if difference is None:
@@ -240,6 +246,9 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         body = exchange.get("body")
         if body is not None:
             content = payload_bytes(body)
+        elif "response_json" in exchange:  # a café line: its `response` is the client's reply
+            answered = exchange["response_json"]
+            content = orjson.dumps(answered) if answered is not None else b""
         else:
             held = encoded(recorded, "response")
             content = held if held is not None else (orjson.dumps(recorded.response) if recorded.response else b"")
