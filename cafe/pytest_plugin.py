@@ -17,8 +17,10 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - With a recording, the test replays it: responses are served in order, each request
   must match (`ReplayMismatch` otherwise; declare volatile fields with
   `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), network connections are
-  refused for the whole test, and when the test body ends every recorded call must have
-  been made: a test that made fewer calls fails naming the first unused one.
+  refused for the whole test, loopback included unless the test names the hosts it may
+  reach (`@pytest.mark.cafe_recording(allow_hosts=["127.0.0.1"])`), and when the test
+  body ends every recorded call must have been made: a test that made fewer calls fails
+  naming the first unused one.
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
@@ -34,7 +36,7 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "cafe_recording(path=None, *, ignore=(), allow_truncated=False): where this test's cafe "
-        "recording lives (relative to the test file) and which request fields replay ignores",
+        "cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_hosts=()): where this "
+        "test's cafe recording lives (relative to the test file), which request fields replay ignores "
+        "and which hosts a replay may still connect to",
     )
 
 
@@ -137,6 +140,7 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     options = marker.kwargs if marker else {}
     mode = record_mode(request.config)
     path = recording_path(request)
+    hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
     if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
         yield from _record(request, path)
         return
@@ -163,7 +167,7 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
         # Out of the except block: the chained original would repeat what it says.
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[_REPLAY] = client
-    with _network_refused(path):
+    with _network_refused(path, hosts):
         yield client
 
 
@@ -192,10 +196,26 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
                     kept.unlink()
 
 
+def allowed_hosts(path: Path, options: Mapping[str, Any]) -> frozenset[str]:
+    """The marker's `allow_hosts`: the hosts (names or addresses) a replaying test may still
+    reach, such as a local server it starts itself; none unless it names them."""
+    hosts = options.get("allow_hosts", ())
+    if isinstance(hosts, str) or not all(isinstance(host, str) and host for host in hosts):
+        pytest.fail(f"cafe: {path}: allow_hosts: expected a list of host names or addresses, "
+                    'e.g. allow_hosts=["127.0.0.1"]', pytrace=False)
+    return frozenset(hosts)
+
+
 @contextlib.contextmanager
-def _network_refused(path: Path) -> Iterator[None]:
-    """Refuse every connection and name lookup that is not a local Unix socket."""
+def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[None]:
+    """Refuse every connection and name lookup that is not a local Unix socket, or to one
+    of `allow_hosts` (or an address a lookup of one of them gave)."""
     from cafe.recording.errors import NetworkRefused
+
+    allowed = set(allow_hosts)
+
+    def _allowed(address: Any) -> bool:
+        return isinstance(address, tuple) and bool(address) and address[0] in allowed
 
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
@@ -210,16 +230,20 @@ def _network_refused(path: Path) -> Iterator[None]:
         return "a network address"
 
     def connect(self: socket.socket, address: Any) -> None:
-        if _is_local(self):
+        if _is_local(self) or _allowed(address):
             return original_connect(self, address)
         raise NetworkRefused(path, _target(address))
 
     def connect_ex(self: socket.socket, address: Any) -> int:
-        if _is_local(self):
+        if _is_local(self) or _allowed(address):
             return original_connect_ex(self, address)
         raise NetworkRefused(path, _target(address))
 
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in allowed:
+            found = original_getaddrinfo(host, port, *args, **kwargs)
+            allowed.update(str(entry[4][0]) for entry in found)
+            return found
         raise NetworkRefused(path, f"{host}:{port} (a name lookup)")
 
     # Patching a C type's methods: typeshed's signatures cannot be met by a wrapper.
