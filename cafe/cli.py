@@ -39,6 +39,7 @@ from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
+from cafe.wire import _cli as wire_cli
 
 EXIT_INTERNAL = 70
 
@@ -189,6 +190,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
 
     recording_check.register(commands)
     view.register(commands)
+    wire_cli.register(commands)  # cafe record, cafe replay-run: any program on the wire
     for plugin in plugins:
         plugin.register(commands, [shift, replay])
     return parser
