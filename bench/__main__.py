@@ -29,6 +29,7 @@ BENCHMARKS: dict[int, tuple[str, str, bool]] = {
     8: ("what each Collector tier costs", "tiers", True),
     9: ("the peers: OpenAI instrumentations side by side", "peers", False),
     10: ("a model call's cost at any length of shift", "shift_cost", True),
+    11: ("the wire: replay through the openai SDK, and what the transport adds", "wire_replay", True),
 }
 NAMES = {number: name for number, (name, _, _) in BENCHMARKS.items()}
 

@@ -42,6 +42,7 @@ from cafe.trace.clock import Clock, TickClock
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
+from cafe.wire import _cli as wire_cli
 
 EXIT_INTERNAL = 70
 DISTRIBUTION = "cafe_otel"  # the distribution cafe ships in (pyproject's name, normalised)
@@ -216,6 +217,7 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
 
     recording_check.register(commands)
     view.register(commands)
+    wire_cli.register(commands)  # cafe record, cafe replay-run: any program on the wire
     for plugin in plugins:
         plugin.register(commands, [shift, replay])
     return parser
@@ -414,6 +416,7 @@ def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ:
             recorded_clock=recorded_clock,
             ignore=args.ignore,
             scrubber=Scrubber.from_environment(environ),
+            environ=environ,
             **explicit,
         )
     except ReplayError as error:

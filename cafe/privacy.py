@@ -503,10 +503,12 @@ def _call(call: RecordedCall, scrubber: Scrubber) -> RecordedCall:
     request, request_changed = _document(call, "request", scrubber)
     response, response_changed = _document(call, "response", scrubber)
     line_model, header_model = _text(call.line_model, scrubber), _text(call.header_model, scrubber)
-    if not (request_changed or response_changed) and (line_model, header_model) == (call.line_model,
-                                                                                      call.header_model):
+    exchange = None if call.exchange is None else shown_json(call.exchange, scrubber)
+    if not (request_changed or response_changed) and (line_model, header_model, exchange) == (
+            call.line_model, call.header_model, call.exchange):
         return call
-    return type(call).loaded(call.index, call.line, request, response, call.timing, line_model, header_model)
+    return type(call).loaded(call.index, call.line, request, response, call.timing, line_model, header_model,
+                             exchange)
 
 
 def _header(header: Header, scrubber: Scrubber) -> Header:

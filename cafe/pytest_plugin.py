@@ -22,9 +22,10 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - With a recording, the test replays it: responses are served in order, each request
   must match (`ReplayMismatch` otherwise; declare volatile fields with
   `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), the network is refused
-  for the whole test (connections, datagrams, name lookups; 127.0.0.1 too unless the
-  marker says `allow_loopback=True`), and when the test body ends every recorded call must
-  have been made: a test that made fewer calls fails naming the first unused one.
+  for the whole test (connections, datagrams, name lookups; loopback too unless the test
+  names the hosts it may reach: `@pytest.mark.cafe_recording(allow_hosts=["127.0.0.1"])`),
+  and when the test body ends every recorded call must have been made: a test that made
+  fewer calls fails naming the first unused one.
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
@@ -43,7 +44,7 @@ import os
 import re
 import socket
 import unicodedata
-from collections.abc import Generator, Iterator
+from collections.abc import Collection, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -124,9 +125,9 @@ def _failure(message: str) -> BaseException:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_loopback=False, "
+        "cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_hosts=(), "
         "record_offline=False): where this test's cafe recording lives (relative to the test file), "
-        "which request fields replay ignores, whether the replaying test may reach 127.0.0.1, and "
+        "which request fields replay ignores, which hosts a replaying test may still reach, and "
         "whether it records through the offline scripted model",
     )
 
@@ -142,7 +143,7 @@ def record_mode(config: pytest.Config) -> RecordMode:
 
 
 MARKER = "cafe_recording"
-MARKER_OPTIONS = ("path", "ignore", "allow_truncated", "allow_loopback", "record_offline")
+MARKER_OPTIONS = ("path", "ignore", "allow_truncated", "allow_hosts", "record_offline")
 MAX_NAME_BYTES = 96  # of the readable part of a recording's name; a file name may hold 255
 DIGEST_CHARS = 12
 
@@ -218,6 +219,20 @@ def _offline_chosen(request: pytest.FixtureRequest) -> bool:
     return bool(marker_options(request).get("record_offline")) or bool(request.config.getini(OFFLINE_INI))
 
 
+@pytest.fixture(autouse=True)
+def _cafe_wire_recording(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `cafe_recording` that builds its own model clients (it asks for no
+    `cafe_recording` fixture): its httpx2 calls are recorded, then replayed (cafe.wire)."""
+    marker = request.node.get_closest_marker("cafe_recording")
+    if marker is None or "cafe_recording" in request.fixturenames:
+        yield
+        return
+    from cafe.wire._pytest import marked_test
+
+    yield from marked_test(request, recording_path(request), record_mode(request.config), dict(marker.kwargs),
+                           _CALL_PASSED, _REPLAY)
+
+
 @pytest.fixture
 def cafe_model_client(request: pytest.FixtureRequest) -> Any:
     """The client a recording is made from (only built when recording): the live client
@@ -263,6 +278,7 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     mode = record_mode(request.config)
     path = recording_path(request)
     _claim(request, path)
+    hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
     if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
         yield from _record(request, path)
         return
@@ -291,7 +307,7 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
         # Out of the except block: the chained original would repeat what it says.
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[_REPLAY] = client
-    with _network_refused(path, allow_loopback=bool(options.get("allow_loopback"))):
+    with _network_refused(path, hosts):
         yield client
 
 
@@ -353,6 +369,25 @@ def is_loopback(host: Any) -> bool:
     return address.is_loopback
 
 
+def _host_key(host: Any) -> str:
+    """A host as the allowlist compares it: text, lower case, without IPv6 brackets."""
+    if isinstance(host, (bytes, bytearray)):
+        host = bytes(host).decode("ascii", "replace")
+    return str(host).strip().lower().strip("[]")
+
+
+def _addresses_in(lookup: str, found: Any) -> list[str]:
+    """The addresses a name lookup returned (`getaddrinfo` entries, `gethostbyname`'s one,
+    `gethostbyname_ex`'s list), so that a connection to one of them is the allowed host's."""
+    if lookup == "getaddrinfo":
+        return [str(entry[4][0]) for entry in found]
+    if lookup == "gethostbyname":
+        return [str(found)]
+    if lookup in ("gethostbyname_ex", "gethostbyaddr"):
+        return [str(address) for address in found[2]]
+    return []
+
+
 def _target(address: Any) -> str:
     if isinstance(address, tuple) and len(address) >= 2:
         return f"{address[0]}:{address[1]}"
@@ -363,25 +398,37 @@ def _host_of(address: Any) -> Any:
     return address[0] if isinstance(address, tuple) and address else address
 
 
+def allowed_hosts(path: Path, options: Mapping[str, Any]) -> frozenset[str]:
+    """The marker's `allow_hosts`: the hosts (names or addresses) a replaying test may still
+    reach, such as a local server it starts itself; none unless it names them."""
+    hosts = options.get("allow_hosts", ())
+    listed = isinstance(hosts, list | tuple | set | frozenset)
+    if not listed or not all(isinstance(host, str) and host for host in hosts):
+        pytest.fail(f"cafe: {path}: allow_hosts: expected a list of host names or addresses, "
+                    'e.g. allow_hosts=["127.0.0.1"]', pytrace=False)
+    return frozenset(hosts)
+
+
 @contextlib.contextmanager
-def _network_refused(path: Path, *, allow_loopback: bool = False) -> Iterator[None]:
+def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[None]:
     """Refuse every way out of the process for the test's duration: connections
     (`connect`, `connect_ex`, `create_connection`), datagrams sent to an address
     (`sendto`, `sendmsg` on an unconnected socket) and name lookups (`getaddrinfo`,
     `gethostbyname`, `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo`). Local Unix
-    sockets are allowed; the loopback interface only with `allow_loopback` (the marker's
-    option), and no name but `localhost` is ever looked up."""
+    sockets are allowed, and the hosts of `allow_hosts` (the marker's option: names or
+    addresses; a lookup of an allowed name allows the addresses it gives)."""
     from cafe.recording.errors import NetworkRefused
 
-    loopback_remedy = ("; mark the test @pytest.mark.cafe_recording(allow_loopback=True) to let it reach "
-                       "a server it started on this machine")
+    allowed = {_host_key(host) for host in allow_hosts}
+    loopback_remedy = ("; name it in @pytest.mark.cafe_recording(allow_hosts=[\"127.0.0.1\"]) to let the test "
+                       "reach a server it started on this machine")
 
     def refuse(target: str, attempt: str, host: Any) -> NoReturn:
-        remedy = loopback_remedy if is_loopback(host) and not allow_loopback else ""
+        remedy = loopback_remedy if is_loopback(host) else ""
         raise NetworkRefused(path, target, attempt=attempt, remedy=remedy)
 
     def allowed_host(host: Any) -> bool:
-        return allow_loopback and is_loopback(host)
+        return host is not None and _host_key(host) in allowed
 
     def allowed_socket(sock: socket.socket, address: Any) -> bool:
         if getattr(socket, "AF_UNIX", None) is not None and sock.family == socket.AF_UNIX:
@@ -429,7 +476,9 @@ def _network_refused(path: Path, *, allow_loopback: bool = False) -> Iterator[No
             if not allowed_host(host):
                 refuse(str(host) if not isinstance(host, bytes) else host.decode("ascii", "replace"),
                        "a name lookup of", host)
-            return real(socket, name)(host, *args, **kwargs)
+            found = real(socket, name)(host, *args, **kwargs)
+            allowed.update(_host_key(address) for address in _addresses_in(name, found))
+            return found
         return looked_up
 
     def getnameinfo(address: Any, flags: int) -> Any:
@@ -469,11 +518,20 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     from cafe.recording.errors import ReplayError
 
     failure: ReplayError | None = None
+    # A wire replay keeps its first refusal: an SDK wraps it in an error of its own
+    # (openai's APIConnectionError), or the test's code may have caught that.
     try:
         result = yield from _one_line_through_cafe("replaying")
     except ReplayError as error:
         # One line, not a traceback: the frames' arguments would print the conversation.
         failure = error
+    except Exception:
+        refused: ReplayError | None = getattr(replay, "failure", None)
+        if refused is None:
+            raise
+        failure = refused
+    if failure is None:
+        failure = getattr(replay, "failure", None)
     if failure is None and replay.unused:
         try:
             replay.assert_exhausted()

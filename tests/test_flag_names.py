@@ -32,6 +32,7 @@ NAMED_COMMAND = re.compile(r"\bcafe ([a-z][a-z-]*[a-z])\b")
 # the user through every command that loads one.
 SPEAKS_FOR: dict[str, tuple[str, ...]] = {
     "cafe/pytest_plugin.py": (PYTEST,),
+    "cafe/wire/_pytest.py": (PYTEST,),
     "cafe/recording/check.py": ("check-recording",),
     "cafe/recording/errors.py": ("replay", "export", "golden"),
     "cafe_otel/golden.py": ("golden",),
@@ -135,6 +136,7 @@ def problems(mentions: list[Mention], commands: dict[str, dict[str, argparse.Act
             choices = commands[name][mention.flag].choices
             if mention.value and choices is not None and mention.value not in choices:
                 found.append(f"{mention.where}: {mention.flag}={mention.value} is not one of {list(choices)}")
+                break  # one problem a mention, however many commands share the flag
     return found
 
 

@@ -6,6 +6,11 @@ it, and a malformed reply is a model error (exit 21), not a crash later. SDK err
 `ModelCallError` carrying the failure class and HTTP status only: server error bodies can
 echo request content or parts of the key.
 
+The SDK's HTTP client goes through `cafe.wire`'s observed transport, the seam every agent's
+calls take: `wire_log` is where a café recording takes each call's HTTP exchange from,
+`observers` (telemetry) hear every call, and `transport` (a `cafe.wire.ReplayTransport`)
+answers in place of the network.
+
 The SDK is imported when a live client is made, not with this module: it is most of what
 `import cafe` would cost, and offline runs never need it.
 """
@@ -13,6 +18,7 @@ The SDK is imported when a live client is made, not with this module: it is most
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from cafe.clients.base import Message, Response, ToolCallIdCheck
@@ -28,7 +34,12 @@ def _not_json(name: str) -> Any:
 
 class LiveClient:
     """`timeout` (seconds an attempt may wait) and `max_retries` win over the settings'
-    (`CAFE_TIMEOUT`, `CAFE_MAX_RETRIES`, or their defaults of 60 s and 2)."""
+    (`CAFE_TIMEOUT`, `CAFE_MAX_RETRIES`, or their defaults of 60 s and 2).
+
+    The SDK's calls go through a `cafe.wire.ObservedTransport` over `transport` (the network
+    when None) with `observers` and the client's own `wire_log`. An `http_client` handed in
+    is used as it is (its calls are then not observed, and a recording of them holds no
+    exchange)."""
 
     provider = "openai"
 
@@ -39,6 +50,8 @@ class LiveClient:
         timeout: float | None = None,
         max_retries: int | None = None,
         http_client: Any = None,
+        transport: Any = None,
+        observers: Sequence[Any] = (),
     ) -> None:
         self._settings = settings
         self.timeout = settings.timeout if timeout is None else check_timeout(timeout, "timeout argument")
@@ -55,6 +68,13 @@ class LiveClient:
         self.calls = 0
         self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
         import openai
+
+        from cafe.wire._capture import ExchangeLog, sdk_http_client
+
+        self.wire_log: ExchangeLog | None = None
+        if http_client is None:
+            self.wire_log = ExchangeLog()
+            http_client = sdk_http_client([self.wire_log, *observers], transport=transport)
 
         self._sdk = openai.OpenAI(
             api_key=settings.api_key.reveal(),

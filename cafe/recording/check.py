@@ -121,9 +121,30 @@ def _step(key: str) -> str:
     return key_step(key)
 
 
+_SSE_FIELDS = ("data:", "event:", "id:", "retry:", ":")
+
+
+def _event_strings(text: str, path: str) -> Iterator[tuple[str, str]]:
+    """A recorded server-sent-events chunk (`data: {...}`) holds JSON events: their string
+    values are what the customer-data kinds look at (a JSON event's ids and timestamps are
+    numbers, not phone numbers)."""
+    from cafe.wire._exchange import sse_data
+
+    for data in sse_data(text):
+        try:
+            event = json.loads(data)
+        except (ValueError, RecursionError):
+            yield path, data
+            continue
+        yield from _strings(event, f"{path}.data")
+
+
 def _strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
-        yield path, value
+        if value.startswith(_SSE_FIELDS):
+            yield from _event_strings(value, path)
+        else:
+            yield path, value
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _strings(item, path + _step(key))

@@ -134,11 +134,13 @@ class ReplayError(RecordingError):
     `incoming_request` is the request the replay made where it failed (scrubbed as the
     recording is; None when it made none) and `served` how many recorded calls it had been
     served before: what a mismatch report (`cafe.view.mismatch`) shows. Neither is in the
-    message, which names paths and sizes only."""
+    message, which names paths and sizes only. `on_wire`: `incoming_request` is the HTTP
+    body as sent (a `cafe.wire` replay), not the four arguments of a café call."""
 
     exit_code = 40
     incoming_request: dict[str, Any] | None = None
     served: int | None = None
+    on_wire: bool = False
 
 
 class ReplayMismatch(ReplayError):
@@ -147,9 +149,12 @@ class ReplayMismatch(ReplayError):
 
     exit_code = 41
 
-    def __init__(self, path: Path | str, call: int, steps: JsonPath, recorded: str, incoming: str):
-        self.path, self.call, self.steps = Path(path), call, tuple(steps)
-        self.json_path = shown_path(self.steps)
+    def __init__(self, path: Path | str, call: int, steps: JsonPath | str, recorded: str, incoming: str):
+        # A string names a part of an HTTP request outside its JSON body ("the method", "the
+        # path"): there is no node of the body to point at.
+        self.path, self.call = Path(path), call
+        self.steps: JsonPath | None = None if isinstance(steps, str) else tuple(steps)
+        self.json_path = steps if isinstance(steps, str) else shown_path(tuple(steps))
         self.recorded, self.incoming = recorded, incoming
         super().__init__(
             f"{path}: call {call}: the request differs from the recording at {self.json_path}: "
@@ -203,3 +208,16 @@ class TranscriptMismatch(ReplayError):
                  transcripts: tuple[list[str], list[str]] | None = None, line: int | None = None) -> None:
         self.path, self.transcripts, self.line = Path(path), transcripts, line
         super().__init__(f"{path}: the replayed transcript differs from the recorded one: {detail}")
+
+
+class StreamExhausted(ReplayError):
+    """A replayed stream was read past its recorded end: the recorded caller closed it there."""
+
+    exit_code = 49
+
+    def __init__(self, path: Path | str, call: int, chunks: int) -> None:
+        self.path, self.call = Path(path), call
+        super().__init__(
+            f"{path}: call {call}: the stream was read past the {chunks} chunk(s) the recording holds "
+                  "(the recorded caller closed it there; re-record to replay more of it)"
+        )

@@ -26,8 +26,10 @@ import orjson
 
 FORMAT_NAME = "cafe-recording"
 FORMAT_VERSION = 1
+# A wire recording (cafe.wire): each call line also holds its HTTP exchange.
+WIRE_VERSION = 2
 LEGACY_VERSION = 0
-SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION]
+SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION, WIRE_VERSION]
 # A request carries the whole conversation so far; 16 MiB is far beyond any real shift
 # and stops a corrupt or hostile file from being parsed into memory whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -138,6 +140,8 @@ class RecordedCall:
     # The model the line names (`"model"` beside `request` in a plain file), if any.
     line_model: str | None = None
     header_model: str | None = field(default=None, compare=False)
+    # Version 2: the HTTP exchange (method, target, headers, status, SSE chunks), or None.
+    exchange: dict[str, Any] | None = None
 
     @property
     def model(self) -> str | None:
@@ -151,13 +155,15 @@ class RecordedCall:
 
     @classmethod
     def loaded(cls, index: int, line: int, request: dict[str, Any] | bytes, response: dict[str, Any] | bytes,
-               timing: Timing | None, line_model: str | None, header_model: str | None) -> RecordedCall:
+               timing: Timing | None, line_model: str | None, header_model: str | None,
+               exchange: dict[str, Any] | None = None) -> RecordedCall:
         """The call as the reader makes it, once a line: the same object `RecordedCall(...)`
         makes, its fields set in one step rather than one frozen-dataclass assignment each
         (those took 3 of the 4 µs of making it)."""
         call = object.__new__(cls)
         call.__dict__.update({"index": index, "line": line, "_request": request, "_response": response,
-                              "timing": timing, "line_model": line_model, "header_model": header_model})
+                              "timing": timing, "line_model": line_model, "header_model": header_model,
+                              "exchange": exchange})
         return call
 
     def to_json(self) -> dict[str, Any]:
@@ -167,6 +173,8 @@ class RecordedCall:
                 "start_unix_nano": self.timing.start_unix_nano,
                 "duration_ns": self.timing.duration_ns,
             }
+        if self.exchange is not None:
+            data["exchange"] = self.exchange
         return data
 
 
@@ -193,6 +201,19 @@ class Recording:
     calls: list[RecordedCall] = field(default_factory=list)
     ending: Ending | None = None
     truncated: bool = False
+
+    @property
+    def holds_shift_calls(self) -> bool:
+        """Whether each call line's `request` and `response` are a café client's call (the
+        four arguments of `chat`, and its reply): every version 0 and 1 recording, and a
+        version 2 one a café shift made live (its exchanges also hold the JSON bodies as
+        sent and answered, `exchange.request_json`). Other version 2 lines hold the bodies
+        themselves (`cafe.wire` recording any agent)."""
+        if self.header.version < WIRE_VERSION:
+            return True
+        if not self.calls:
+            return self.header.script is not None
+        return "request_json" in (self.calls[0].exchange or {})
 
     @property
     def model(self) -> str | None:

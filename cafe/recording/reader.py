@@ -10,6 +10,7 @@ The file is opened read-only and read one line at a time, each line bounded by
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from cafe.recording.format import (
     FORMAT_VERSION,
     LEGACY_VERSION,
     SUPPORTED_VERSIONS,
+    WIRE_VERSION,
     Ending,
     Header,
     RecordedCall,
@@ -43,6 +45,7 @@ from cafe.recording.format import (
     Timing,
 )
 
+_OUTCOMES = frozenset({"completed", "closed_early", "failed"})
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Times must fit OTLP's and the OS's 64-bit nanoseconds; no model call lasts a day.
 MAX_UNIX_NANO = 2**63 - 1
@@ -263,6 +266,7 @@ class _LineReader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.header_model: str | None = None
+        self.version = LEGACY_VERSION
 
     def fail(self, line: int, expected: str, found: str, field: str | None = None) -> MalformedLine:
         return MalformedLine(self.path, line, expected, found, field)
@@ -357,6 +361,8 @@ class _LineReader:
              held: dict[str, bytes]) -> RecordedCall:
         if "format" in obj:
             raise self.fail(number, "a call line", "a second header line")
+        if self.version >= WIRE_VERSION:
+            return self.wire_call(obj, number, index, held)
         if not legacy:
             if type(obj.get("call")) is not int:
                 raise self.fail(number, "an integer call number", _found(obj, "call"), field="call")
@@ -381,6 +387,97 @@ class _LineReader:
         return RecordedCall.loaded(index, number, _held(request, held.get("request")),
                                    _held(response, held.get("response")), self.timing(obj, number),
                                    model, self.header_model)
+
+    def call_number(self, obj: dict[str, Any], number: int, index: int) -> None:
+        if type(obj.get("call")) is not int:
+            raise self.fail(number, "an integer call number", _found(obj, "call"), field="call")
+        if obj["call"] != index:
+            found = obj["call"]
+            raise self.fail(number, f"call {index} (calls are numbered in order from 1)",
+                            f"call {found}" if abs(found) < 10**6 else _size(found), field="call")
+
+    def wire_call(self, obj: dict[str, Any], number: int, index: int, held: dict[str, bytes]) -> RecordedCall:
+        """A version 2 line: `request` is the JSON body as sent (or null when it was not a
+        JSON object), `response` the JSON body answered or assembled from the stream (or
+        null), and `exchange` the rest of the HTTP exchange."""
+        self.call_number(obj, number, index)
+        request, response = obj.get("request"), obj.get("response")
+        if request is not None and not isinstance(request, dict):
+            raise self.fail(number, "an object or null", _kind(request), field="request")
+        if response is not None and not isinstance(response, dict):
+            raise self.fail(number, "an object or null", _kind(response), field="response")
+        if isinstance(request, dict) and "messages" in request:
+            self.request(request, number)
+        if isinstance(response, dict) and "choices" in response:
+            self.response(response, number)
+        exchange = obj.get("exchange")
+        if not isinstance(exchange, dict):
+            raise self.fail(number, "an object (the HTTP exchange)", _found(obj, "exchange"), field="exchange")
+        self.exchange(exchange, number)
+        request_model = (request or {}).get("model")
+        if request_model is not None and not isinstance(request_model, str):
+            raise self.fail(number, "a string or null", _kind(request_model), field="request.model")
+        return RecordedCall.loaded(index, number, {} if request is None else _held(request, held.get("request")),
+                                   {} if response is None else _held(response, held.get("response")),
+                                   self.timing(obj, number), None, self.header_model, exchange)
+
+    def exchange(self, exchange: dict[str, Any], number: int) -> None:
+        for key in ("method", "target", "outcome"):
+            if not isinstance(exchange.get(key), str):
+                raise self.fail(number, "a string", _found(exchange, key), field=f"exchange.{key}")
+        if exchange["outcome"] not in _OUTCOMES:
+            raise self.fail(number, "completed, closed_early or failed", _kind(exchange["outcome"]),
+                            field="exchange.outcome")
+        status = exchange.get("status")
+        if status is not None and (type(status) is not int or not 100 <= status <= 999):
+            raise self.fail(number, "an HTTP status (100 to 999) or null", _found(exchange, "status"),
+                            field="exchange.status")
+        failure = exchange.get("failure")
+        if failure is not None and not isinstance(failure, str):
+            raise self.fail(number, "a string or null", _kind(failure), field="exchange.failure")
+        for key in ("request_headers", "response_headers"):
+            headers = exchange.get(key)
+            if headers is None:
+                continue
+            if not isinstance(headers, dict):
+                raise self.fail(number, "an object of header values", _kind(headers), field=f"exchange.{key}")
+            for value in headers.values():
+                if not isinstance(value, str):
+                    raise self.fail(number, "a string", _kind(value), field=f"exchange.{key}.<a header>")
+        for key in ("request_body", "body"):
+            if exchange.get(key) is not None:
+                self.payload(exchange[key], number, f"exchange.{key}")
+        for key in ("request_json", "response_json"):  # a café shift's line: the bodies beside its call
+            if exchange.get(key) is not None and not isinstance(exchange[key], dict):
+                raise self.fail(number, "an object or null", _kind(exchange[key]), field=f"exchange.{key}")
+        stream = exchange.get("stream")
+        if stream is None:
+            return
+        if not isinstance(stream, list):
+            raise self.fail(number, "an array of chunks or null", _kind(stream), field="exchange.stream")
+        for position, chunk in enumerate(stream):
+            where = f"exchange.stream[{position}]"
+            if not isinstance(chunk, dict):
+                raise self.fail(number, "a chunk object", _kind(chunk), field=where)
+            offset = chunk.get("offset_ns")
+            if type(offset) is not int or not 0 <= offset <= MAX_DURATION_NS:
+                raise self.fail(number, f"an integer of nanoseconds from 0 to {MAX_DURATION_NS}",
+                                _found(chunk, "offset_ns"), field=f"{where}.offset_ns")
+            self.payload(chunk, number, where)
+
+    def payload(self, payload: Any, number: int, where: str) -> None:
+        if not isinstance(payload, dict):
+            raise self.fail(number, "an object with text or base64", _kind(payload), field=where)
+        text, data = payload.get("text"), payload.get("base64")
+        if (text is None) == (data is None):
+            raise self.fail(number, "exactly one of text and base64", "both or neither", field=where)
+        if not isinstance(text if data is None else data, str):
+            raise self.fail(number, "a string", _kind(text if data is None else data), field=where)
+        if data is not None:
+            try:
+                base64.b64decode(data, validate=True)
+            except ValueError:
+                raise self.fail(number, "base64 text", "other text", field=f"{where}.base64") from None
 
     def request(self, request: dict[str, Any], number: int) -> None:
         messages = request.get("messages")
@@ -548,6 +645,7 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
             if "format" in obj:
                 header = reader.header(obj)
                 reader.header_model = header.model
+                reader.version = header.version
                 continue
             if "call" in obj:
                 raise reader.fail(1, "the header line", "a call line (the header is missing)")

@@ -53,6 +53,11 @@ class ReplayClient:
         scrubber: Scrubber | None = None,
     ) -> None:
         self.recording = source if isinstance(source, Recording) else load_recording(source)
+        if not self.recording.holds_shift_calls:
+            raise RecordingError(
+                f"{self.recording.path}: it is a wire recording (format version {self.recording.header.version}): "
+                "replay it by running the code that made it under cafe.wire.replay(), the pytest marker or "
+                f"`cafe replay-run {self.recording.path} -- CMD` (docs/wire.md)")
         self.model = self.recording.model or "unknown"
         self.provider = self.recording.header.provider or "unknown"
         if isinstance(ignore, str):  # its characters would each be taken for a path

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cafe.clients.base import ChatClient
 from cafe.consent import Decision, Responder, make_responder
 from cafe.errors import ScriptError
 from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, new_conversation_id, run_shift
 from cafe.privacy import Scrubber
-from cafe.recording.format import Ending, Recording
+from cafe.recording.format import WIRE_VERSION, Ending, Recording
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
@@ -21,6 +21,9 @@ from cafe.recording.windows import RecordedClock, RecordedTracingClient
 from cafe.recording.writer import RecordingClient
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript_digest
+
+if TYPE_CHECKING:
+    from cafe.wire._shift import WireReplayClient
 
 _RUN_DEFAULTS = {
     name: parameter.default for name, parameter in inspect.signature(run_shift).parameters.items()
@@ -105,6 +108,7 @@ def replay_shift(
     scrubber: Scrubber | None = None,
     allow_truncated: bool = False,
     recorded_clock: RecordedClock | None = None,
+    environ: Mapping[str, str] | None = None,
     **shift_options: Any,
 ) -> tuple[ShiftRun, Tracer]:
     """Replay with zero model calls; raises `ReplayMismatch` on the first differing request
@@ -112,6 +116,12 @@ def replay_shift(
 
     With `recorded_clock` (which must be `tracer`'s clock), each generation span sits where
     its recorded call did.
+
+    A shift recorded live (format version 2) replays through the wire: the live client,
+    with the settings `environ` gives (`CAFE_MODEL`, `CAFE_BASE_URL`; the recorded ones
+    where it gives none, and with no `environ`), over the recorded HTTP exchanges, the
+    whole JSON body compared (`cafe.wire`). Any other recording replays through
+    `ReplayClient`, the four arguments of each call compared.
 
     The shift runs with the settings its header recorded (explicit `shift_options` win).
     A recording without an end line (a shift that did not finish) is replayed up to its
@@ -121,7 +131,13 @@ def replay_shift(
         path if isinstance(path, Recording)
         else load_recording(path, allow_truncated=allow_truncated)
     )
-    replay = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
+    replay: ReplayClient | WireReplayClient
+    if recording.header.version >= WIRE_VERSION and recording.holds_shift_calls:
+        from cafe.wire._shift import WireReplayClient
+
+        replay = WireReplayClient(recording, ignore=ignore, scrubber=scrubber, environ=environ)
+    else:
+        replay = ReplayClient(recording, ignore=ignore, scrubber=scrubber)
     client: ChatClient = replay
     if recorded_clock is not None and tracer.listening:
         client = RecordedTracingClient(replay, tracer, recorded_clock)

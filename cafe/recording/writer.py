@@ -245,9 +245,12 @@ class RecordingWriter:
         """`value` as it would read back from this recording: serialised and scrubbed."""
         return self._scrubber.scrub_json(json_document(value))
 
-    def write_call(self, request: dict[str, Any], response: dict[str, Any], timing: Timing | None) -> None:
+    def write_call(self, request: dict[str, Any] | None, response: dict[str, Any] | None, timing: Timing | None,
+                   exchange: dict[str, Any] | None = None) -> None:
         # Counted once written: a call whose line failed is not among those kept.
-        self._write_line(RecordedCall(self.calls + 1, self.calls + 2, request, response, timing).to_json())
+        call = RecordedCall(self.calls + 1, self.calls + 2, request, response, timing,  # type: ignore[arg-type]
+                            exchange=exchange)
+        self._write_line(call.to_json())
         self.calls += 1
 
     def write_end(self, ending: Ending) -> None:
@@ -317,6 +320,11 @@ class RecordingClient(WrappedClient):
     """Wraps any client and appends one line per `chat` call. It never builds a client of
     its own: it records whatever it was handed.
 
+    A client on the wire (the live client: it has a `wire_log`, `cafe.wire`) makes a
+    version 2 recording: each line also holds the HTTP exchange of its call, the JSON
+    bodies as sent and answered included, so the recording replays through the wire too.
+    Any other client's recording is version 1.
+
     Call starts are readings of one `Timeline` (an origin plus a monotonic clock). With
     `follows_tracer`, the timeline is the tracer's clock and a call's start is the reading
     the tracer took when it opened the call's generation span."""
@@ -355,8 +363,9 @@ class RecordingClient(WrappedClient):
         scrubber = (scrubber or Scrubber.from_environment()).with_literals(secrets)
         origin = self.timeline.origin_unix_nano
         settings = dict(shift_settings or {})
+        self._wire_log: Any = getattr(client, "wire_log", None)
         header = Header(
-            version=FORMAT_VERSION,
+            version=FORMAT_VERSION if self._wire_log is None else _format.WIRE_VERSION,
             harness=harness or _harness_version(),
             model=client.model,
             provider=client.provider,
@@ -371,6 +380,8 @@ class RecordingClient(WrappedClient):
             temperature=settings.get("temperature"),
         )
         self.writer = RecordingWriter(path, header, mode=mode, scrubber=scrubber, durable=durable)
+        if self._wire_log is not None:
+            self._wire_log.armed = True
 
     @property
     def path(self) -> Path:
@@ -378,6 +389,22 @@ class RecordingClient(WrappedClient):
 
     def __repr__(self) -> str:
         return f"RecordingClient({self.inner!r}, path={str(self.writer.path)!r})"
+
+    def _exchange(self) -> dict[str, Any] | None:
+        """The HTTP exchange of the call just made: the last one (an SDK's retries came first)."""
+        if self._wire_log is None:
+            return None
+        exchanges = self._wire_log.take()
+        if not exchanges:
+            raise RecordingError(f"{self.path}: call {self.writer.calls + 1} made no HTTP exchange through the "
+                                 "wire, so its line cannot be written (the client's http_client bypasses it)")
+        exchange: dict[str, Any] = exchanges[-1]
+        return exchange
+
+    def _disarm(self) -> None:
+        if self._wire_log is not None:
+            self._wire_log.armed = False
+            self._wire_log.take()
 
     def chat(
         self,
@@ -390,24 +417,29 @@ class RecordingClient(WrappedClient):
         # The request is serialised before the call: the loop mutates `messages` afterwards.
         # (Refused before the call when JSON cannot write it: it could not be recorded.)
         request = json_document(build_request(messages, tools, temperature, tool_choice))
+        if self._wire_log is not None:
+            self._wire_log.take()  # what an earlier, failed call left
         response = self.inner.chat(messages, tools, temperature, tool_choice)
         end = self.timeline()
         start_ns = self.timeline.unix_nano(start)
         timing = Timing(start_ns, max(self.timeline.unix_nano(end) - start_ns, 0))
-        self.writer.write_call(request, response, timing)
+        self.writer.write_call(request, response, timing, exchange=self._exchange())
         return response
 
     def finish(self, ending: Ending) -> None:
         self.writer.write_end(ending)
+        self._disarm()
         self.writer.commit()
 
     def close(self) -> None:
         """The recording is complete as it stands: move it into place."""
+        self._disarm()
         self.writer.commit()
 
     def abort(self) -> Path | None:
         """The recording did not finish: the path keeps what it held; returns where the
         calls recorded so far were kept, if there were any."""
+        self._disarm()
         return self.writer.abort()
 
 

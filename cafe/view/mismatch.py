@@ -73,18 +73,21 @@ class FailedReplay:
     # the 1-based line where they first differ (None: the lines agree, the endings do not).
     transcripts: tuple[list[str], list[str]] | None = None
     transcript_line: int | None = None
+    on_wire: bool = False  # refused by cafe.wire: `incoming` is the HTTP body as sent
+    part: str | None = None  # where an HTTP request differs outside its body ("the method")
 
     @property
     def json_path(self) -> str | None:
         """The differing path as the one-line error names it."""
-        return None if self.steps is None else shown_path(self.steps)
+        return self.part if self.steps is None else shown_path(self.steps)
 
 
 def failed_replay(error: ReplayError) -> FailedReplay:
     """What the page shows, from the error the replay raised."""
     served = error.served or 0
     if isinstance(error, ReplayMismatch):
-        return FailedReplay(str(error), error.call, error.steps, error.incoming_request, served)
+        return FailedReplay(str(error), error.call, error.steps, error.incoming_request, served,
+                            on_wire=error.on_wire, part=error.json_path if error.steps is None else None)
     if isinstance(error, UnusedCalls):
         return FailedReplay(str(error), error.first_call, None, None, served)
     if isinstance(error, RecordingExhausted):
@@ -235,6 +238,9 @@ def _transcript_sides(recording: Recording, failed: FailedReplay,
 def _request_sides(recording: Recording, failed: FailedReplay) -> _Drawn:
     recorded_call = next((c for c in recording.calls if c.index == failed.call), None)
     recorded = recorded_call.request if recorded_call is not None else None
+    if failed.on_wire and recorded_call is not None and "request_json" in (recorded_call.exchange or {}):
+        # A café shift replayed through the wire: compared was the body as sent, beside its call.
+        recorded = (recorded_call.exchange or {}).get("request_json")
     steps = failed.steps
     left = _json(recorded, steps, "recorded") if recorded is not None else "<i>no recorded call</i>"
     right = (_json(failed.incoming, steps, "incoming") if failed.incoming is not None
@@ -246,6 +252,8 @@ def _request_sides(recording: Recording, failed: FailedReplay) -> _Drawn:
         jump = _jump([(side, label) for side, label, shown in
                       (("recorded", "recorded side", recorded), ("incoming", "incoming side", failed.incoming))
                       if shown is not None])
+    elif failed.json_path:  # a part of the HTTP request outside its body: the method, the path
+        where, jump = f"The requests first differ at {_e(failed.json_path)}; {counts}", ""
     else:
         where, jump = counts[0].upper() + counts[1:], ""
     sides = (f'<div class="side recorded"><h2>recorded request (call {failed.call})</h2><pre>{left}</pre></div>'

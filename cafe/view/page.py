@@ -184,6 +184,8 @@ def _call(scale: Scale, call: CallRow, first_shown: dict[str, int]) -> str:
     tokens = (f"{call.input_tokens}+{call.output_tokens} tokens"
               if call.input_tokens is not None or call.output_tokens is not None else "no usage")
     meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · {tokens}"
+    if call.first_chunk_ns is not None:
+        meta += f" · first chunk at {format_duration(call.first_chunk_ns)}"
     if call.finish_reason:
         meta += f" · {_e(call.finish_reason)}"
     parts = [_row(scale, "chat", f"chat {call.model}", _e(meta), call.start_ns, call.end_ns)]

@@ -49,6 +49,7 @@ class CallRow:
     continues: int | None = None
     repeated: int = 0
     tools: list[ToolRow] = field(default_factory=list)
+    first_chunk_ns: int | None = None  # a streamed call: its first chunk's offset from the call's start
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,13 @@ def _finish_reason(call: RecordedCall) -> str | None:
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         reason = choices[0].get("finish_reason")
         return reason if isinstance(reason, str) else None
+    return None
+
+
+def _first_chunk_ns(call: RecordedCall) -> int | None:
+    stream = (call.exchange or {}).get("stream")
+    if isinstance(stream, list) and stream and isinstance(stream[0], dict):
+        return _int(stream[0].get("offset_ns"))
     return None
 
 
@@ -193,6 +201,7 @@ def timeline(recording: Recording) -> ShiftTimeline:
             continues=calls[-1].index if repeated else None,
             repeated=repeated,
             tools=_tools(call, following, (end, max(next_start, end))),
+            first_chunk_ns=_first_chunk_ns(call),
         ))
         earlier = messages
     shift_start = recorded.shift.start

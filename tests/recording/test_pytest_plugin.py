@@ -272,7 +272,7 @@ def test_marked(cafe_recording):
     ('path=""', "cafe_recording(path=...): needs a file path"),
     ('"  "', "cafe_recording(path=...): needs a file path"),
     ("path=7", "cafe_recording(path=...): needs a file path"),
-    ("paht='x.jsonl'", "no option 'paht'; it takes path, ignore, allow_truncated, allow_loopback, record_offline"),
+    ("paht='x.jsonl'", "no option 'paht'; it takes path, ignore, allow_truncated, allow_hosts, record_offline"),
 ])
 def test_a_marker_option_that_cannot_be_used_is_refused(pytester: pytest.Pytester, marker, says):
     pytester.makepyfile(test_marked=MARKED.format(marker=marker))
@@ -381,12 +381,13 @@ def test_while_replaying_every_way_out_is_refused_loopback_included(pytester: py
     assert "a name lookup of api.example.invalid was attempted" in refused["gethostbyname"]
     assert "a datagram to 127.0.0.1:9 was attempted" in refused["udp sendto"]
     # Refused loopback names the marker option that allows it.
-    assert "allow_loopback=True" in refused["connect loopback"]
-    assert "allow_loopback" not in refused["gethostbyname"]
+    assert 'allow_hosts=["127.0.0.1"]' in refused["connect loopback"]
+    assert "allow_hosts" not in refused["gethostbyname"]
 
 
-def test_loopback_is_allowed_when_the_test_asks_and_nothing_else_is(pytester: pytest.Pytester):
-    pytester.makepyfile(test_network=NETWORK.format(marker="allow_loopback=True"))
+def test_loopback_is_allowed_when_the_test_names_it_and_nothing_else_is(pytester: pytest.Pytester):
+    pytester.makepyfile(test_network=NETWORK.format(
+        marker='allow_hosts=["localhost", "127.0.0.1", "::ffff:127.0.0.1"]'))
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=14)
     result = pytester.runpytest("-p", "no:cacheprovider", "-s")
     result.assert_outcomes(passed=14)

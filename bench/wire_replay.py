@@ -1,0 +1,199 @@
+"""Figure 10: the wire (`cafe.wire`, issue 21) through the `openai` SDK.
+
+(a) Replay per SDK call, plain and streamed, at 100, 1,000 and 10,000 calls: a wire
+recording of the synthetic calls (bench/synthetic.py) made by `RecordingTransport` over an
+`httpx2.MockTransport` answering each with its synthetic completion (or the same as SSE
+chunks), then replayed with `ReplayTransport` under `client.chat.completions.create`; the
+cost per call is (load + every call) / calls. VCR.py replays the same plain calls from a
+cassette it recorded itself (bench/vcr_baseline.py), sampled as in figure 2; streamed calls
+are not compared with VCR.py (it keeps an SSE body as one response body).
+
+(b) What the transport adds to a bare SDK call on `httpx2.MockTransport`: the same calls
+through `ObservedTransport` with a `WireRecorder` (recording), and served by `ReplayTransport`
+(replaying), paired with the bare call in the same repeats; the overhead is the median of the
+per-repeat ratios, minus 1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+
+from bench import vcr_baseline
+from bench.stats import interleaved
+from bench.synthetic import SyntheticCall, synthetic_calls
+from bench.table import Figure
+from cafe.recording.reader import load_recording
+from cafe.wire import ObservedTransport, RecordingTransport, ReplayTransport, WireRecorder
+
+FULL_SIZES = (100, 1_000, 10_000)
+SMOKE_SIZES = (100,)
+KEY = "sk-bench-wire-not-a-real-key-0000"
+BASE_URL = "http://bench.invalid/v1"
+
+
+def _completion(call: SyntheticCall) -> dict[str, Any]:
+    return vcr_baseline._completion(call.response)
+
+
+def _sse(call: SyntheticCall) -> bytes:
+    body = _completion(call)
+    message = body["choices"][0]["message"]
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+    events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                    "finish_reason": None}]}]
+    for word in (message.get("content") or "ok").split(" "):
+        events.append({**head, "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]})
+    events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return b"".join(b"data: " + json.dumps(event).encode() + b"\n\n" for event in events) + b"data: [DONE]\n\n"
+
+
+def _mock(calls: list[SyntheticCall], stream: bool) -> httpx2.MockTransport:
+    position = [0]
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        call = calls[position[0] % len(calls)]
+        position[0] += 1
+        if stream:
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=_sse(call))
+        return httpx2.Response(200, json=_completion(call))
+
+    return httpx2.MockTransport(answer)
+
+
+def _client(transport: httpx2.BaseTransport) -> openai.OpenAI:
+    return openai.OpenAI(api_key=KEY, base_url=BASE_URL, max_retries=0,
+                         http_client=httpx2.Client(transport=transport))
+
+
+def _make(client: openai.OpenAI, call: SyntheticCall, stream: bool) -> None:
+    if stream:
+        for _ in client.chat.completions.create(model="gpt-4o-mini", messages=call.messages, tools=call.tools,
+                                                temperature=call.temperature, stream=True):
+            pass
+    else:
+        client.chat.completions.create(model="gpt-4o-mini", messages=call.messages, tools=call.tools,
+                                       temperature=call.temperature)
+
+
+def record(path: Path, calls: list[SyntheticCall], stream: bool) -> Path:
+    client = _client(RecordingTransport(path, _mock(calls, stream)))
+    for call in calls:
+        _make(client, call, stream)
+    client.close()
+    return path
+
+
+def replay_seconds(path: Path, calls: list[SyntheticCall], stream: bool) -> float:
+    """Seconds per call of one full replay: load + every call, through the SDK."""
+    start = time.perf_counter()
+    source = ReplayTransport(load_recording(path))
+    client = _client(source)
+    for call in calls:
+        _make(client, call, stream)
+    source.assert_exhausted()
+    return (time.perf_counter() - start) / len(calls)
+
+
+def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int) -> list[Figure]:
+    recorded = record(workdir / "overhead.jsonl", calls, stream=False)
+    counter = [0]
+
+    def bare() -> float:
+        client = _client(_mock(calls, False))
+        start = time.perf_counter()
+        for call in calls:
+            _make(client, call, False)
+        return (time.perf_counter() - start) / len(calls)
+
+    def recording() -> float:
+        counter[0] += 1
+        recorder = WireRecorder(workdir / f"overhead-{counter[0]}.jsonl", mode="all")
+        client = _client(ObservedTransport(_mock(calls, False), [recorder]))
+        start = time.perf_counter()
+        for call in calls:
+            _make(client, call, False)
+        spent = (time.perf_counter() - start) / len(calls)
+        recorder.close()
+        return spent
+
+    def replaying() -> float:
+        source = ReplayTransport(load_recording(recorded))
+        client = _client(source)
+        start = time.perf_counter()
+        for call in calls:
+            _make(client, call, False)
+        return (time.perf_counter() - start) / len(calls)
+
+    pair = interleaved({"bare": bare, "recording": recording, "replaying": replaying}, repeats)
+    figures = []
+    for name in ("recording", "replaying"):
+        added = pair.ratio(name, "bare") - 1
+        low, high = pair.spread(name, "bare")
+        figures.append(Figure(
+            10, f"wire {name} adds to a bare SDK call", added * 100, "%", "<= 5%", added <= 0.05,
+            f"{name} {pair.median(name) * 1e6:.0f} µs vs bare SDK on MockTransport {pair.median('bare') * 1e6:.0f} µs "
+            f"a call; median of {repeats} paired ratios ({low:.2f}-{high:.2f}), {len(calls)} calls a repeat"))
+    return figures
+
+
+def run(workdir: Path, smoke: bool = False) -> list[Figure]:
+    sizes = SMOKE_SIZES if smoke else FULL_SIZES
+    repeats = 1 if smoke else 3
+    vcr_plan = {100: 5} if smoke else {100: 100, 1_000: 25}
+    calls = {n: synthetic_calls(n) for n in sizes}
+    figures: list[Figure] = []
+    measures: dict[str, Callable[[], float]] = {}
+    for n in sizes:
+        for stream in (False, True):
+            kind = "streamed" if stream else "plain"
+            path = record(workdir / f"wire-{kind}-{n}.jsonl", calls[n], stream)
+            measures[f"{kind}@{n}"] = (lambda p=path, c=calls[n], s=stream: replay_seconds(p, c, s))
+    growth = interleaved(measures, repeats)
+    for kind in ("plain", "streamed"):
+        for n in sizes:
+            figures.append(Figure(11, f"wire replay per SDK call, {kind}, {n:,} calls",
+                                  growth.median(f"{kind}@{n}") * 1e6, "µs", "",
+                                  note="load + ReplayTransport under openai's chat.completions.create"))
+        top = sizes[-1]
+        if top != sizes[0]:
+            flat = growth.ratio(f"{kind}@{top}", f"{kind}@{sizes[0]}")
+            figures.append(Figure(11, f"wire replay growth, {kind}, {top:,} vs {sizes[0]} calls", flat, "x",
+                                  "<= 1.2", flat <= 1.2, f"median of {repeats} paired ratios"))
+    for n, sample in vcr_plan.items():
+        if n not in calls:
+            continue
+        cassette = workdir / f"vcr-{n}.yaml"
+        base_url = vcr_baseline.record_cassette(cassette, calls[n])
+        step = max(1, n // sample)
+        picked = calls[n][step - 1::step][:sample]
+
+        def vcr_variant(n: int = n, cassette: Path = cassette, base_url: str = base_url,
+                        picked: list[SyntheticCall] = picked) -> float:
+            load, replay = vcr_baseline.replay_seconds(cassette, base_url, picked)
+            return load / n + replay / len(picked)
+
+        pair = interleaved({"wire": measures[f"plain@{n}"], "vcr": vcr_variant}, repeats)
+        speedup = pair.ratio("vcr", "wire")
+        how = "every call" if len(picked) == n else f"sample of {len(picked)} calls, every {step}th"
+        target = ">= 100x" if n == 1_000 else ""
+        figures.append(Figure(
+            10, f"wire replay vs VCR.py, plain, {n:,} calls", speedup, "x faster", target,
+            (speedup >= 100) if target else None,
+            f"VCR.py {pair.median('vcr') * 1e3:.1f} ms a call ({how}), wire {pair.median('wire') * 1e6:.0f} µs; "
+            f"median of {repeats} paired ratios"))
+    if 1_000 not in calls:
+        figures.append(Figure(11, "wire replay vs VCR.py, plain, 1,000 calls", None, "x faster", ">= 100x", None,
+                              "smoke run: 100 calls only"))
+    if 10_000 in calls:
+        figures.append(Figure(11, "VCR.py per call, 10,000 calls", None, "ms", "",
+                              note="not run: its scan from the cassette's start per request makes a pass hours "
+                                   "(figure 2's bound); the 1,000-call sample is the comparison"))
+    figures += _overhead(workdir, calls[sizes[0]] if smoke else calls[1_000][:300], 3 if smoke else 9)
+    return figures

@@ -1,0 +1,185 @@
+"""What of an HTTP exchange a recording keeps, and how a stream reads back as one answer.
+
+Headers are kept by allowlist: the request headers that change the answer, the response
+headers the SDK reads. Credentials (`authorization`, `api-key`, cookies, anything named like
+a key, a token or a secret) are never kept, whatever a list says.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from cafe.wire._types import Headers
+
+# Request headers that change what the server answers.
+REQUEST_HEADERS = frozenset({"content-type", "accept", "openai-beta", "openai-version", "anthropic-version",
+                             "anthropic-beta", "x-model", "api-version"})
+# Response headers the `openai` SDK reads: the body's type, the request id it reports, and
+# the retry advice it follows.
+RESPONSE_HEADERS = frozenset({"content-type", "x-request-id", "request-id", "openai-processing-ms",
+                              "openai-version", "openai-model", "retry-after", "retry-after-ms", "x-should-retry"})
+_RESPONSE_PREFIXES = ("x-ratelimit-",)
+_CREDENTIAL = re.compile(r"auth|cookie|key|token|secret|password|credential|session", re.IGNORECASE)
+_DECODED_ENCODINGS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+
+
+def is_credential(name: str) -> bool:
+    return bool(_CREDENTIAL.search(name))
+
+
+def recorded_request_headers(headers: Headers) -> dict[str, str]:
+    """The request headers a recording keeps (allowlisted; credentials never)."""
+    return {name: value for name, value in headers if name in REQUEST_HEADERS and not is_credential(name)}
+
+
+def recorded_response_headers(headers: Headers, *, decoded: bool) -> dict[str, str]:
+    """The response headers a recording keeps. With `decoded`, the body is kept decoded, so
+    its `content-encoding` (and length) are not."""
+    kept = {}
+    for name, value in headers:
+        if is_credential(name):
+            continue
+        if name in RESPONSE_HEADERS or name.startswith(_RESPONSE_PREFIXES) or (
+                name == "content-encoding" and not decoded):
+            kept[name] = value
+    return kept
+
+
+def credential_values(headers: Headers) -> list[str]:
+    """The secrets a request carries in its headers (the API key of `Bearer KEY`), so that a
+    recording scrubs them wherever else they appear."""
+    secrets = []
+    for name, value in headers:
+        if is_credential(name) and value:
+            secrets.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() in ("bearer", "basic", "token"):
+                secrets.append(token.strip())
+    return secrets
+
+
+class BodyDecoder:
+    """Undoes a gzip or deflate `content-encoding` chunk by chunk, so a recording keeps text
+    the scrubber and the pages can read. Other encodings are kept as sent."""
+
+    def __init__(self, encoding: str | None) -> None:
+        name = (encoding or "").strip().lower()
+        self.active = name in _DECODED_ENCODINGS
+        self._inflate = zlib.decompressobj(_DECODED_ENCODINGS[name]) if self.active else None
+
+    def decode(self, data: bytes) -> bytes:
+        if self._inflate is None:
+            return data
+        return self._inflate.decompress(data)
+
+    def flush(self) -> bytes:
+        return b"" if self._inflate is None else self._inflate.flush()
+
+
+def payload(data: bytes) -> dict[str, str]:
+    """Bytes as a recording holds them: text when they are UTF-8, else base64."""
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def payload_bytes(held: dict[str, Any]) -> bytes:
+    text = held.get("text")
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    return base64.b64decode(str(held.get("base64", "")))
+
+
+def json_object(data: bytes) -> dict[str, Any] | None:
+    if not data:
+        return None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def sse_data(text: str) -> Iterable[str]:
+    """The `data` of each complete event in a text/event-stream body."""
+    for block in re.split(r"\r\n\r\n|\n\n|\r\r", text):
+        lines = [line[5:].lstrip(" ") if line.startswith("data:") else None for line in re.split(r"\r\n|\n|\r", block)]
+        data = [line for line in lines if line is not None]
+        if data:
+            yield "\n".join(data)
+
+
+def assembled_completion(chunks: Iterable[str]) -> dict[str, Any] | None:
+    """The chat completion a stream of `chat.completion.chunk` events adds up to (for the
+    pages, the export and the café's replay), or None when the stream holds no such event."""
+    head: dict[str, Any] = {}
+    choices: dict[int, dict[str, Any]] = {}
+    usage: Any = None
+    seen = False
+    for data in sse_data("".join(chunks)):
+        if data.strip() == "[DONE]":
+            continue
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(event, dict) or event.get("object") != "chat.completion.chunk":
+            continue
+        seen = True
+        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
+            if event.get(key) is not None:
+                head.setdefault(key, event[key])
+        if event.get("usage") is not None:
+            usage = event["usage"]
+        for choice in event.get("choices") or []:
+            if isinstance(choice, dict):
+                _merge_choice(choices, choice)
+    if not seen:
+        return None
+    completion: dict[str, Any] = {**head, "object": "chat.completion"}
+    completion["choices"] = [choices[index] for index in sorted(choices)]
+    completion["usage"] = usage
+    return completion
+
+
+def _merge_choice(choices: dict[int, dict[str, Any]], choice: dict[str, Any]) -> None:
+    found_index = choice.get("index")
+    index: int = found_index if isinstance(found_index, int) else 0
+    into = choices.setdefault(index, {"index": index, "message": {"role": "assistant", "content": None},
+                                      "finish_reason": None})
+    message = into["message"]
+    found_delta = choice.get("delta")
+    delta: dict[str, Any] = found_delta if isinstance(found_delta, dict) else {}
+    if isinstance(delta.get("role"), str):
+        message["role"] = delta["role"]
+    if isinstance(delta.get("content"), str):
+        message["content"] = (message["content"] or "") + delta["content"]
+    if isinstance(delta.get("refusal"), str):
+        message["refusal"] = (message.get("refusal") or "") + delta["refusal"]
+    for call in delta.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        calls = message.setdefault("tool_calls", [])
+        found_position = call.get("index")
+        position: int = found_position if isinstance(found_position, int) else len(calls)
+        while len(calls) <= position:
+            calls.append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        target = calls[position]
+        if isinstance(call.get("id"), str):
+            target["id"] = call["id"]
+        if isinstance(call.get("type"), str):
+            target["type"] = call["type"]
+        found_function = call.get("function")
+        function: dict[str, Any] = found_function if isinstance(found_function, dict) else {}
+        for key in ("name", "arguments"):
+            if isinstance(function.get(key), str):
+                target["function"][key] += function[key]
+    if choice.get("finish_reason") is not None:
+        into["finish_reason"] = choice["finish_reason"]

@@ -1,0 +1,197 @@
+"""`WireRecorder`: the observer that writes each HTTP exchange as a version 2 call line."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from cafe.recording.format import WIRE_VERSION, Header, Timing
+from cafe.recording.modes import RecordMode
+from cafe.recording.scrub import MIN_SECRET_CHARS, REDACTED, Scrubber
+from cafe.recording.writer import RecordingWriter
+from cafe.wire._exchange import (
+    BodyDecoder,
+    assembled_completion,
+    credential_values,
+    is_credential,
+    json_object,
+    payload,
+    recorded_request_headers,
+    recorded_response_headers,
+)
+from cafe.wire._types import CallOutcome, WireRequest, WireResponse, header_value
+
+_QUERY_PAIR = re.compile(r"([^&=]*)=([^&]*)")
+
+
+def recorded_target(target: str) -> str:
+    """The path and query as a recording keeps them: a credential in the query
+    (`?api-key=...`, `?key=...`) is replaced by `[REDACTED]`."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return target
+
+    def hide(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f"{name}={quote(REDACTED)}" if is_credential(unquote(name)) else match.group(0)
+
+    return f"{path}?{_QUERY_PAIR.sub(hide, query)}"
+
+
+def exchange_line(request: WireRequest, response: WireResponse | None, chunks: list[tuple[int, bytes]],
+                  outcome: CallOutcome) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]:
+    """The `request`, `response` and `exchange` fields of one call's line."""
+    body = json_object(request.body)
+    exchange: dict[str, Any] = {
+        "method": request.method,
+        "target": recorded_target(request.target),
+        "request_headers": recorded_request_headers(request.headers),
+        "request_body": None if body is not None or not request.body else payload(request.body),
+        "status": None if response is None else response.status,
+        "response_headers": {},
+        "body": None,
+        "stream": None,
+        "outcome": outcome.kind.value,
+        "failure": None if outcome.failure is None else outcome.failure.value,
+    }
+    answer: dict[str, Any] | None = None
+    if response is not None:
+        decoder = BodyDecoder(response.header("content-encoding"))
+        encoding = header_value(response.headers, "content-encoding")
+        decoded = decoder.active or not encoding
+        exchange["response_headers"] = recorded_response_headers(response.headers, decoded=decoder.active)
+        pieces = [(offset, decoder.decode(data)) for offset, data in chunks]
+        tail = decoder.flush()
+        if tail:
+            pieces.append((pieces[-1][0] if pieces else 0, tail))
+        if response.is_event_stream:
+            exchange["stream"] = [{"offset_ns": offset, **payload(data)} for offset, data in pieces if data]
+            if decoded:
+                texts = [data.decode("utf-8", "replace") for _, data in pieces]
+                answer = assembled_completion(texts)
+        else:
+            whole = b"".join(data for _, data in pieces)
+            answer = json_object(whole) if decoded else None
+            if answer is None and whole:
+                exchange["body"] = payload(whole)
+    return body, answer, exchange
+
+
+class WireRecorder:
+    """Records every call it hears to `path`, one version 2 line a call, in the order the
+    calls started (a call that ends before an earlier one waits for it: concurrent calls
+    keep their start order), through `RecordingWriter`: `PATH.partial` created 0600, every
+    line scrubbed (the request's own credentials too, wherever they appear), renamed into
+    place by `close()`. `clock` (monotonic, ns) places call starts on the wall clock from
+    `wall_clock_ns`'s reading at the start; durations and chunk offsets are the transport's."""
+
+    def __init__(self, path: Path | str, *, mode: RecordMode | str = RecordMode.ONCE,
+                 scrubber: Scrubber | None = None, clock: Callable[[], int] = time.monotonic_ns,
+                 wall_clock_ns: Callable[[], int] = time.time_ns, harness: str | None = None,
+                 provider: str | None = None, model: str | None = None, conversation_id: str | None = None,
+                 durable: bool = False) -> None:
+        from cafe.recording.writer import _harness_version, _iso
+
+        self._clock = clock
+        self._monotonic_origin = clock()
+        self.origin_unix_nano = wall_clock_ns()
+        self._scrubber = scrubber or Scrubber.from_environment()
+        header = Header(version=WIRE_VERSION, harness=harness or _harness_version(), model=model,
+                        provider=provider, recorded_at=_iso(self.origin_unix_nano),
+                        clock_origin_unix_nano=self.origin_unix_nano, conversation_id=conversation_id)
+        self.writer = RecordingWriter(path, header, mode=mode, scrubber=self._scrubber, durable=durable)
+        self._lock = threading.Lock()
+        self._started = 0
+        self._ended: dict[int, tuple[Any, Any, Timing, dict[str, Any]]] = {}
+        self._open: dict[int, _RecordedCall] = {}
+        self._written = 0
+        self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+    @property
+    def calls(self) -> int:
+        """How many calls are written."""
+        return self._written
+
+    def __repr__(self) -> str:
+        return f"WireRecorder(path={str(self.path)!r}, calls={self._written})"
+
+    def start(self, request: WireRequest) -> _RecordedCall:
+        with self._lock:
+            self._started += 1
+            call = _RecordedCall(self, self._started, request, self._unix_nano(self._clock()))
+            self._open[call.number] = call
+        return call
+
+    def _unix_nano(self, reading: int) -> int:
+        return self.origin_unix_nano + max(reading - self._monotonic_origin, 0)
+
+    def _scrubber_for(self, request: WireRequest) -> Scrubber:
+        secrets = tuple(s for s in credential_values(request.headers) if len(s) >= MIN_SECRET_CHARS)
+        if not secrets:
+            return self._scrubber
+        known = self._scrubbers.get(secrets)
+        if known is None:
+            known = self._scrubbers[secrets] = self._scrubber.with_literals(secrets)
+        return known
+
+    def _finish(self, call: _RecordedCall, outcome: CallOutcome) -> None:
+        request = call.request
+        body, answer, exchange = exchange_line(request, call.head, call.chunks, outcome)
+        scrubber = self._scrubber_for(request)
+        body, answer, exchange = (scrubber.scrub_json(body), scrubber.scrub_json(answer),
+                                  scrubber.scrub_json(exchange))
+        # The start on this recorder's own clock (the transport's may be another), the
+        # duration from the transport's readings.
+        timing = Timing(call.start_unix_nano, max(outcome.at_ns - request.started_ns, 0))
+        with self._lock:
+            self._open.pop(call.number, None)
+            self._ended[call.number] = (body, answer, timing, exchange)
+            while self._written + 1 in self._ended:
+                line = self._ended.pop(self._written + 1)
+                self._written += 1
+                self.writer.write_call(line[0], line[1], line[2], exchange=line[3])
+
+    def close(self) -> None:
+        """End the calls still open as read so far (closed early), and move the recording
+        into place."""
+        for call in list(self._open.values()):
+            call.end(CallOutcome.closed_early(self._clock()))
+        self.writer.commit()
+
+    def abort(self) -> Path | None:
+        """Leave the path as it was; returns where the calls recorded so far are kept."""
+        return self.writer.abort()
+
+
+class _RecordedCall:
+    __slots__ = ("_ended", "_recorder", "chunks", "head", "number", "request", "start_unix_nano")
+
+    def __init__(self, recorder: WireRecorder, number: int, request: WireRequest, start_unix_nano: int) -> None:
+        self._recorder = recorder
+        self.start_unix_nano = start_unix_nano
+        self.number = number
+        self.request = request
+        self.head: WireResponse | None = None
+        self.chunks: list[tuple[int, bytes]] = []
+        self._ended = False
+
+    def response(self, response: WireResponse) -> None:
+        self.head = response
+
+    def chunk(self, data: bytes, at_ns: int) -> None:
+        self.chunks.append((max(at_ns - self.request.started_ns, 0), data))
+
+    def end(self, outcome: CallOutcome) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._recorder._finish(self, outcome)

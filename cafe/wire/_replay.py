@@ -1,0 +1,299 @@
+"""`ReplayTransport`: an httpx2 transport that answers from a wire recording, never the network."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import orjson
+
+from cafe.jsondata import JsonPath
+from cafe.recording.diff import describe, first_difference, summarise_request
+from cafe.recording.errors import (
+    RecordingError,
+    RecordingExhausted,
+    ReplayError,
+    ReplayMismatch,
+    StreamExhausted,
+    UnusedCalls,
+)
+from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
+from cafe.recording.normalise import normalise, parse_path
+from cafe.recording.reader import load_recording
+from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber, structure_scrubber
+from cafe.wire._exchange import credential_values, json_object, payload_bytes
+from cafe.wire._recorder import recorded_target
+from cafe.wire._transport import _headers
+
+_FAILURES: dict[str, type[httpx2.TransportError]] = {
+    "timeout": httpx2.ReadTimeout, "connect_error": httpx2.ConnectError, "read_error": httpx2.ReadError,
+    "write_error": httpx2.WriteError, "protocol_error": httpx2.RemoteProtocolError,
+}
+
+
+def checked_ignore(path: Path, ignore: Sequence[str]) -> tuple[str, ...]:
+    """The declared ignore paths, each checked (`RecordingError` naming what is wrong)."""
+    if isinstance(ignore, str):  # its characters would each be taken for a path
+        raise RecordingError(f"{path}: ignore: expected a list of field paths, found a string (write ignore=[PATH])")
+    for declared in ignore:
+        if not isinstance(declared, str):
+            raise RecordingError(f"{path}: ignore: expected a field path (a string), found {type(declared).__name__}")
+        try:
+            parse_path(declared)
+        except ValueError as error:
+            raise RecordingError(f"{path}: {error}") from None
+    return tuple(ignore)
+
+
+def _end_ns(call: RecordedCall) -> int | None:
+    return None if call.timing is None else call.timing.start_unix_nano + call.timing.duration_ns
+
+
+class _ReplayedStream(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """The recorded chunks, one read each, byte for byte; read past a stream the recorded
+    caller closed early, it raises `StreamExhausted` rather than inventing an end."""
+
+    def __init__(self, chunks: list[bytes], closed_early: bool, path: Path, call: int) -> None:
+        self._chunks = chunks
+        self._closed_early = closed_early
+        self._path = path
+        self._call = call
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+        if self._closed_early:
+            raise StreamExhausted(self._path, self._call, len(self._chunks))
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+        if self._closed_early:
+            raise StreamExhausted(self._path, self._call, len(self._chunks))
+
+
+class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
+    """Serves a wire recording (format version 2) to any httpx2 client, sync or async.
+
+    Strict and ordered: each request must be the next recorded one (method, path and query,
+    and the whole JSON body, after scrubbing as the recorder scrubbed and without the
+    declared `ignore` paths), or `ReplayMismatch` names the call and the first differing
+    JSON path. Calls that were in flight together when recorded (their recorded times
+    overlap, as `asyncio.gather` makes them) may arrive in any order: a request is matched
+    among the unserved recorded calls that overlap the next one, by its body, so each gets
+    its own recorded answer and none gets another's. A call beyond the recording is
+    `RecordingExhausted`; `assert_exhausted()` raises `UnusedCalls`. The first refusal is
+    kept in `failure` and repeated to every later request (an SDK's retry must not be
+    matched against the next call), since an SDK may wrap it in an error of its own."""
+
+    is_wire_source = True
+
+    def __init__(self, source: Recording | Path | str, *, ignore: Sequence[str] = (),
+                 scrubber: Scrubber | None = None, allow_truncated: bool = False) -> None:
+        self.recording = source if isinstance(source, Recording) else load_recording(
+            source, allow_truncated=allow_truncated)
+        path = self.recording.path
+        if self.recording.header.version < WIRE_VERSION:
+            raise RecordingError(f"{path}: it holds no HTTP exchanges (format version "
+                                 f"{self.recording.header.version}); replay it with `cafe replay {path}`")
+        self._ignore = checked_ignore(path, ignore)
+        self._scrubber = scrubber or Scrubber.from_environment()
+        self._calls = self.recording.calls
+        self._served = [False] * len(self._calls)
+        self._next = 0
+        self._lock = threading.Lock()
+        self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
+        self.served = 0
+        self.failure: ReplayError | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.recording.path
+
+    @property
+    def unused(self) -> int:
+        return len(self._calls) - self.served
+
+    def __repr__(self) -> str:
+        return f"ReplayTransport(path={str(self.path)!r}, recorded={len(self._calls)}, served={self.served})"
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.read()
+        return self._answer(self._take(request))
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        await request.aread()
+        # No await from here on: concurrent tasks are matched one at a time.
+        return self._answer(self._take(request))
+
+    def close(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    # Matching
+
+    def _take(self, request: httpx2.Request) -> RecordedCall:
+        with self._lock:
+            if self.failure is not None:
+                raise self.failure
+            try:
+                position = self._match(request)
+            except ReplayError as error:
+                self.failure = error
+                raise
+            self._served[position] = True
+            self.served += 1
+            while self._next < len(self._calls) and self._served[self._next]:
+                self._next += 1
+            return self._calls[position]
+
+    def _scrubber_for(self, request: httpx2.Request) -> Scrubber:
+        """The scrubber the recorder used for this request: its own credentials as literals."""
+        secrets = tuple(s for s in credential_values(_headers(request.headers.raw)) if len(s) >= MIN_SECRET_CHARS)
+        if not secrets:
+            return self._scrubber
+        known = self._scrubbers.get(secrets)
+        if known is None:
+            known = self._scrubbers[secrets] = self._scrubber.with_literals(secrets)
+        return known
+
+    def _window(self) -> list[int]:
+        """The next unserved call, and the unserved ones recorded in flight with it."""
+        first = self._calls[self._next]
+        window = [self._next]
+        end = _end_ns(first)
+        if end is None:
+            return window
+        for position in range(self._next + 1, len(self._calls)):
+            timing = self._calls[position].timing
+            if timing is None or timing.start_unix_nano >= end:
+                break
+            if not self._served[position]:
+                window.append(position)
+        return window
+
+    def _match(self, request: httpx2.Request) -> int:
+        if self._next >= len(self._calls):
+            exhausted = RecordingExhausted(self.path, len(self._calls))
+            exhausted.served = self.served
+            raise exhausted
+        incoming = _Incoming(request, self._scrubber_for(request))
+        window = self._window()
+        for position in window:
+            if self._difference(self._calls[position], incoming) is None:
+                return position
+        expected = self._calls[window[0]]
+        where, recorded, offered = self._difference(expected, incoming) or ((), "?", "?")
+        mismatch = ReplayMismatch(self.path, expected.index, where, recorded, offered)
+        mismatch.incoming_request, mismatch.served = incoming.scrubbed_body(), self.served
+        mismatch.on_wire = True
+        raise mismatch
+
+    def _difference(self, recorded: RecordedCall, incoming: _Incoming) -> tuple[JsonPath | str, str, str] | None:
+        """Where the incoming request first differs from `recorded` (the JSON path's steps, or
+        the part of the request outside its body), and both sides described; None: it matches."""
+        exchange = recorded.exchange or {}
+        if exchange.get("method") != incoming.method:
+            return "the method", repr(exchange.get("method")), repr(incoming.method)
+        target = str(exchange.get("target", ""))
+        if target != incoming.target:
+            recorded_path, _, recorded_query = target.partition("?")
+            incoming_path, _, incoming_query = incoming.target.partition("?")
+            if recorded_path != incoming_path:
+                scrub = structure_scrubber().scrub
+                return "the path", repr(scrub(recorded_path)), repr(scrub(incoming_path))
+            return "the query", describe(recorded_query), describe(incoming_query)
+        raw_body = exchange.get("request_body")
+        shift_line = "request_json" in exchange  # the line's `request` is the café's call
+        if raw_body is not None or incoming.body is None:
+            recorded_bytes = payload_bytes(raw_body) if raw_body is not None else b""
+            sent_json = exchange.get("request_json") if shift_line else recorded.request
+            if recorded_bytes == incoming.raw or (raw_body is None and not sent_json and not incoming.raw):
+                return None
+            return "the body", f"{len(recorded_bytes)} bytes", f"{len(incoming.raw)} bytes"
+        held = None if shift_line else encoded(recorded, "request")
+        if held is not None and not self._ignore and incoming.sorted_bytes() == held:
+            return None
+        if shift_line:
+            recorded_body = exchange.get("request_json") or {}
+        else:
+            recorded_body = decode_held(held) if held is not None else recorded.request
+        difference = first_difference(normalise(recorded_body, self._ignore),
+                                      normalise(incoming.scrubbed_body(), self._ignore))
+        if difference is None:
+            return None
+        quoted = self._scrubber.scrub
+        return (difference.steps,
+                quoted(difference.recorded) if difference.recorded.startswith("'") else difference.recorded,
+                quoted(difference.incoming) if difference.incoming.startswith("'") else difference.incoming)
+
+    # Answering
+
+    def _answer(self, recorded: RecordedCall) -> httpx2.Response:
+        exchange = recorded.exchange or {}
+        status = exchange.get("status")
+        if status is None:
+            failure = _FAILURES.get(str(exchange.get("failure")), httpx2.TransportError)
+            raise failure(f"the recorded call {recorded.index} failed here ({exchange.get('failure')})")
+        headers = list((exchange.get("response_headers") or {}).items())
+        stream = exchange.get("stream")
+        if stream is not None:
+            chunks = [payload_bytes(chunk) for chunk in stream]
+            closed_early = exchange.get("outcome") == "closed_early"
+            return httpx2.Response(status, headers=headers,
+                                   stream=_ReplayedStream(chunks, closed_early, self.path, recorded.index))
+        body = exchange.get("body")
+        if body is not None:
+            content = payload_bytes(body)
+        elif "response_json" in exchange:  # a café line: its `response` is the client's reply
+            answered = exchange["response_json"]
+            content = orjson.dumps(answered) if answered is not None else b""
+        else:
+            held = encoded(recorded, "response")
+            content = held if held is not None else (orjson.dumps(recorded.response) if recorded.response else b"")
+        return httpx2.Response(status, headers=headers, content=content)
+
+    def assert_exhausted(self) -> None:
+        """Raise `UnusedCalls` when recorded calls were never made."""
+        if not self.unused:
+            return
+        first = next(call for call, served in zip(self._calls, self._served, strict=True) if not served)
+        exchange = first.exchange or {}
+        where = str(exchange.get("target", "")).partition("?")[0]
+        summary = f"{exchange.get('method', '?')} {where}"
+        if isinstance(first.request.get("messages"), list):
+            summary += f", {summarise_request(first.request)}"
+        unused = UnusedCalls(self.path, self.unused, first.index,
+                             f"line {first.line}: {structure_scrubber().scrub(summary)}")
+        unused.served = self.served
+        raise unused
+
+
+class _Incoming:
+    """An incoming request as the recording would hold it."""
+
+    __slots__ = ("_scrubbed", "_scrubber", "_sorted", "body", "method", "raw", "target")
+
+    def __init__(self, request: httpx2.Request, scrubber: Scrubber) -> None:
+        self.method = request.method
+        self.target = recorded_target(request.url.raw_path.decode("ascii", "replace"))
+        self.raw = request.content
+        self.body = json_object(self.raw)
+        self._scrubber = scrubber
+        self._scrubbed: dict[str, Any] | None = None
+        self._sorted: bytes | None = None
+
+    def sorted_bytes(self) -> bytes:
+        if self._sorted is None:
+            self._sorted = orjson.dumps(self.body, option=orjson.OPT_SORT_KEYS)
+        return self._sorted
+
+    def scrubbed_body(self) -> dict[str, Any]:
+        if self._scrubbed is None:
+            scrubbed: dict[str, Any] = self._scrubber.scrub_json(self.body or {})
+            self._scrubbed = scrubbed
+        return self._scrubbed

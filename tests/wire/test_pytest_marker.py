@@ -1,0 +1,147 @@
+"""Acceptance: a user's test module that builds its own `openai` clients (sync, streamed,
+`asyncio.gather` of three), marked `@pytest.mark.cafe_recording`, is recorded against a
+local OpenAI-compatible server once, and with the server stopped replays with zero requests
+and identical results; changed, dropped and added calls fail naming what changed."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.wire.openai_server import OpenAIServer
+
+pytest_plugins = ["pytester"]
+
+KEY = "sk-test-acceptance-0123456789abcdef"
+
+USER_MODULE = '''
+import asyncio
+import json
+import os
+
+import openai
+import pytest
+
+BASE_URL = os.environ["AGENT_BASE_URL"]
+OUT = os.environ["AGENT_RESULTS"]
+MAX_TOKENS = {max_tokens}
+CALLS = {calls}
+
+
+def note(name, value):
+    with open(OUT, "a") as out:
+        out.write(json.dumps([name, value]) + "\\n")
+
+
+@pytest.mark.cafe_recording
+def test_agent():
+    client = openai.OpenAI(base_url=BASE_URL, api_key=os.environ["AGENT_KEY"], max_retries=0)
+    reply = client.chat.completions.create(model="m", max_tokens=MAX_TOKENS,
+                                           messages=[{{"role": "user", "content": "A latte, please."}}])
+    note("plain", reply.model_dump())
+    if CALLS >= 2:
+        stream = client.chat.completions.create(model="m", stream=True, stream_options={{"include_usage": True}},
+                                                messages=[{{"role": "user", "content": "And a croissant."}}])
+        note("stream", [chunk.model_dump() for chunk in stream])
+    for extra in range(CALLS - 2):
+        client.chat.completions.create(model="m", messages=[{{"role": "user", "content": f"extra {{extra}}"}}])
+
+
+@pytest.mark.cafe_recording
+def test_gather():
+    async def three():
+        client = openai.AsyncOpenAI(base_url=BASE_URL, api_key=os.environ["AGENT_KEY"], max_retries=0)
+        replies = await asyncio.gather(*(client.chat.completions.create(
+            model="m", messages=[{{"role": "user", "content": f"table {{n}}"}}]) for n in range(3)))
+        await client.close()
+        return [r.model_dump() for r in replies]
+    note("gather", asyncio.run(three()))
+'''
+
+
+def _module(pytester: pytest.Pytester, *, max_tokens: int = 5, calls: int = 2) -> None:
+    pytester.makepyfile(test_user_agent=USER_MODULE.format(max_tokens=max_tokens, calls=calls))
+
+
+def _results(path: Path) -> list[object]:
+    found = [json.loads(line) for line in path.read_text().splitlines()]
+    path.unlink()
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[object]]:
+    results = tmp_path / "results.jsonl"
+    monkeypatch.setenv("AGENT_RESULTS", str(results))
+    monkeypatch.setenv("AGENT_KEY", KEY)
+    _module(pytester)
+    with OpenAIServer.running() as server:
+        monkeypatch.setenv("AGENT_BASE_URL", server.base_url)
+        pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+        assert server.count == 5
+        # The replay runs against the same URL, its server stopped.
+        stopped_url = server.base_url
+    monkeypatch.setenv("AGENT_BASE_URL", stopped_url)
+    return results, _results(results)
+
+
+def test_recorded_once_then_replayed_with_no_server_and_identical_results(
+        pytester: pytest.Pytester, recorded: tuple[Path, list[object]]) -> None:
+    results, live = recorded
+    recordings = sorted((pytester.path / "recordings" / "test_user_agent").glob("*.jsonl"))
+    assert [p.name for p in recordings] == ["test_agent.jsonl", "test_gather.jsonl"]
+    assert all(KEY not in p.read_text() for p in recordings)
+    with OpenAIServer.running() as bystander:
+        # A server that would answer is there, on another port: it hears nothing.
+        pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+        assert bystander.count == 0
+    assert _results(results) == live
+    streamed = next(value for name, value in live if name == "stream")  # type: ignore[misc]
+    assert len(streamed) > 3
+
+
+def test_a_changed_max_tokens_fails_naming_it(pytester: pytest.Pytester, recorded: tuple[Path, list[object]]) -> None:
+    _module(pytester, max_tokens=6)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*cafe: *test_agent.jsonl: call 1: the request differs from the recording "
+                                 "at $.max_tokens: recorded 5, incoming 6*"])
+    assert KEY not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_dropped_call_fails_naming_the_unused_call(pytester: pytest.Pytester,
+                                                    recorded: tuple[Path, list[object]]) -> None:
+    _module(pytester, calls=1)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_agent.jsonl: 1 recorded call(s) were never made, from call 2 "
+                                 "(line 3: POST /v1/chat/completions, 1 messages, the last from user*"])
+    assert KEY not in result.stdout.str()
+
+
+def test_an_added_call_fails_at_once(pytester: pytest.Pytester, recorded: tuple[Path, list[object]]) -> None:
+    _module(pytester, calls=3)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_agent.jsonl: call 3 was made, but the recording holds only 2*"])
+    assert KEY not in result.stdout.str()
+
+
+def test_record_mode_none_without_a_recording_fails_saying_so(pytester: pytest.Pytester,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_BASE_URL", f"http://127.0.0.1:{_free_port()}/v1")
+    monkeypatch.setenv("AGENT_RESULTS", str(pytester.path / "r.jsonl"))
+    monkeypatch.setenv("AGENT_KEY", KEY)
+    _module(pytester)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--cafe-record-mode=none")
+    result.assert_outcomes(errors=2)  # as with the fixture: the setup refuses
+    result.stdout.fnmatch_lines(["*no recording, and record mode 'none' forbids making one*"])
