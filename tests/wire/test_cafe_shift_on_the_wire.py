@@ -90,7 +90,8 @@ def test_a_changed_model_setting_fails_naming_the_path_and_the_page_marks_it(rec
            "incoming 'cafe-model-2'" in line
     shown = page.read_text()
     assert 'data-path="$.model"' in shown
-    assert '<span class="diff" data-path="$.model">&quot;cafe-model-1&quot;</span>' in shown
+    assert '<span class="diff" id="diff-recorded" data-path="$.model">&quot;cafe-model-1&quot;</span>' in shown
+    assert '<span class="diff" id="diff-incoming" data-path="$.model">&quot;cafe-model-2&quot;</span>' in shown
 
 
 def test_it_exports_to_an_otlp_receiver_renders_and_makes_a_golden_file(recorded: Path, tmp_path: Path) -> None:
