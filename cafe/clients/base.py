@@ -104,6 +104,11 @@ class ToolCallIdCheck:
             opened = _check_messages(messages, 0, set())
         self._last = (messages, len(messages), messages[-1] if messages else None, opened)
 
+    @property
+    def opened_any(self) -> bool:
+        """Whether an assistant message of the conversation last checked opened a tool call."""
+        return bool(self._last[3])
+
 
 def _check_messages(messages: Sequence[Message], start: int, opened: set[str]) -> set[str]:
     """Check `messages[start:]`, the messages before it having opened the call ids

@@ -63,7 +63,9 @@ class ScriptedClient:
                 for index, item in enumerate(named, start=1)
             ]
             return {"role": "assistant", "content": None, "tool_calls": calls}, TOOL_TURN_USAGE
-        if last.get("role") == "user" and any(message.get("role") == "tool" for message in messages):
-            # A line naming nothing, after the order was priced: the customer is done.
+        if last.get("role") == "user" and self._check_tool_call_ids.opened_any:
+            # A line naming nothing, after the order was priced (a tool call made earlier in
+            # the conversation, known from the check without reading it again): the customer
+            # is done.
             return {"role": "assistant", "content": "Thank you, enjoy your visit!"}, TEXT_TURN_USAGE
         return {"role": "assistant", "content": "What can I get you today?"}, TEXT_TURN_USAGE

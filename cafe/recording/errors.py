@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cafe.errors import CafeError
+from cafe.errors import CafeError, UsageError
 from cafe.jsondata import JsonPath, shown_path
 
 
@@ -123,7 +123,7 @@ class RecordingNotClean(RecordingError):
         )
 
 
-class UnusableIgnorePath(RecordingError):
+class UnusableIgnorePath(UsageError):
     """A declared ignore path (`cafe replay --ignore`, the marker's `ignore=`) that would make replay
     check next to nothing, or nothing at all; the message says what to write instead."""
 

@@ -70,17 +70,19 @@ def test_the_committed_recording_has_increasing_call_starts():
 
 
 def test_exported_chat_spans_start_where_the_recorded_calls_start(tmp_path: Path, monkeypatch):
+    import importlib
     import io
 
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    import cafe_otel.cli_plugin as cli_plugin
+    # The package's face exports the function under the module's name: take the module itself.
+    configuring = importlib.import_module("cafe_otel.configure")
     from cafe.cli import main
     from cafe.plugins import installed_plugins
 
     sink = InMemorySpanExporter()
-    real_configure = cli_plugin.configure
-    monkeypatch.setattr(cli_plugin, "configure", lambda **options: real_configure(**options, exporter=sink))
+    real_configure = configuring.configure
+    monkeypatch.setattr(configuring, "configure", lambda **options: real_configure(**options, exporter=sink))
     path = tmp_path / "live.jsonl"
     err = io.StringIO()
     code = main(["shift", "--record", str(path), "--seed", "7", "--otlp=http://127.0.0.1:9"], environ={},
