@@ -72,11 +72,11 @@ import cafe.view
 def broken_page(monkeypatch):
     # Stands for a page the recorded conversation makes impossible to draw: a recorded key that
     # trips the page's highlight, say. The error carries what the recording holds.
-    def broken(path, recording, error, scrubber=None):
+    def broken(recording, failed):
         request = recording.calls[0].request
         raise ValueError(f"cannot draw {request}")
 
-    monkeypatch.setattr(cafe.view, "write_mismatch_report", broken)
+    monkeypatch.setattr(cafe.view, "mismatch_page", broken)
 """
 
 
@@ -97,7 +97,7 @@ def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pyte
     output = result.stdout.str() + result.stderr.str()
     _assert_one_clean_line(output)
     assert "cafe: " in output and "call 1" in output
-    assert ("no report: ValueError" in output) is broken
+    assert ("no report: the page could not be drawn (ValueError)" in output) is broken
 
 
 def test_an_error_raised_through_cafes_code_while_recording_fails_the_test_in_one_line(
