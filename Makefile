@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[grpc,test,bench]'
 	touch $@
 
 ## One café shift offline, as a story: the shift, its private recording, its spans, what leaves as OpenTelemetry, its replay.

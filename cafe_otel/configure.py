@@ -46,6 +46,7 @@ from cafe_otel.account import TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode, content_scrubber
+from cafe_otel.grpc_extra import grpc_exporter
 from cafe_otel.metadata_processor import SpanSanitiser
 from cafe_otel.metric_settings import MetricSettings, metrics_wanted, resolve_metric_settings
 from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
@@ -96,18 +97,17 @@ def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
     tls = settings.tls if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
-        from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
+        grpc, grpc_exporter_module = grpc_exporter("trace")
         insecure = tls.grpc_insecure(settings.endpoint)
-        return OTLPSpanExporter(
+        exporter: SpanExporter = grpc_exporter_module.OTLPSpanExporter(
             endpoint=settings.endpoint,
             insecure=insecure,
             credentials=None if insecure else tls.grpc_credentials(),
             headers=headers or None,
             timeout=settings.export_timeout,
-            compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
+            compression=grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression,
         )
+        return exporter
     import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
