@@ -122,8 +122,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._exports = FailSoft(export_timeout + export_grace, name="cafe-otel-export")
         self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-control")
         self._queue: collections.deque[ReadableSpan] = collections.deque()
-        # A plain lock: nothing holding it takes it again, and span.end() takes it on every span.
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = threading.Condition()
         self._settle_lock = threading.Lock()
         self._flush_requests: list[threading.Event] = []
         self._stopping = False
