@@ -14,7 +14,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	PYTHONWARNINGS="ignore:Editable installation" \
-		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[grpc,test,bench]'
 	touch $@
 
 ## One café shift offline, as a story: the shift, its private recording, its spans, what leaves as OpenTelemetry, its replay.

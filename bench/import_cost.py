@@ -7,13 +7,21 @@ interleaved per repeat. The plugin is timed after `import pytest`, as pytest imp
 every session on a machine where cafe is installed). The "eager" variants import what
 `import cafe` and the plugin loaded before they were made lazy (the whole harness, the
 recording package and the `openai` SDK), for comparison in the same run.
+
+The extras: what each adds to an install (the bytes of the files of every distribution its
+requirements pull in that the core's do not, as installed here) and what importing its
+OTLP span exporter costs a fresh interpreter that has imported `cafe_otel`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from bench.stats import interleaved
@@ -28,7 +36,51 @@ VARIANTS = {  # name: (set-up, the statement timed)
     "cafe eager": ("pass", EAGER_CAFE),
     "plugin": ("import pytest", "import cafe.pytest_plugin"),
     "plugin eager": ("import pytest", f"import cafe.pytest_plugin; {EAGER_CAFE}"),
+    "otlp/http exporter": ("import cafe_otel", "import opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+    "otlp/grpc exporter": ("import cafe_otel", "import opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
 }
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """The installed distributions `requirements` pull in, transitively (markers of extras
+    ignored: what an ordinary install of them brings)."""
+    found: set[str] = set()
+    todo = [r for r in requirements if "extra ==" not in r]
+    while todo:
+        name = _name(todo.pop())
+        if name in found:
+            continue
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found.add(name)
+        todo += [r for r in dist.requires or () if "extra ==" not in r]
+    return found
+
+
+def _bytes(names: set[str]) -> int:
+    total = 0
+    for name in names:
+        for file in importlib.metadata.distribution(name).files or ():
+            with contextlib.suppress(OSError):
+                total += os.stat(file.locate()).st_size
+    return total
+
+
+def extra_sizes() -> dict[str, tuple[int, list[str]]]:
+    """Extra (and "core") -> (installed bytes it adds, the distributions it adds)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = _closure(project["dependencies"])
+    sizes = {"core": (_bytes(core), sorted(core))}
+    for extra in ("grpc",):
+        added = _closure(project["optional-dependencies"][extra]) - core
+        sizes[extra] = (_bytes(added), sorted(added))
+    return sizes
 
 
 def _timer(setup: str, statement: str) -> float:
@@ -53,7 +105,18 @@ def run(smoke: bool = False) -> list[Figure]:
         lo, hi = paired.spread(name, f"{name} eager")
         return f"{paired.ratio(name, name + ' eager'):.3f} x of eager (range {lo:.3f}-{hi:.3f})"
 
+    sizes = extra_sizes()
+    core_bytes, core_names = sizes["core"]
+    grpc_bytes, grpc_names = sizes["grpc"]
     return [
+        Figure(NUMBER, "installed size, core (cafe-otel)", core_bytes / 1e6, "MB",
+               note=f"{len(core_names)} distributions, OTLP/HTTP included; no grpcio"),
+        Figure(NUMBER, "installed size the grpc extra adds", grpc_bytes / 1e6, "MB",
+               note=f"{', '.join(grpc_names)} ({grpc_bytes / core_bytes:.0%} of the core)"),
+        Figure(NUMBER, "import of the OTLP/HTTP span exporter after cafe_otel", ms("otlp/http exporter"), "ms",
+               note="the core's exporter; paid only when OTLP/HTTP is configured"),
+        Figure(NUMBER, "import of the OTLP/gRPC span exporter after cafe_otel (grpc extra)", ms("otlp/grpc exporter"),
+               "ms", note="paid only when OTLP/gRPC is configured"),
         Figure(NUMBER, "import cafe", ms("cafe"), "ms",
                note=f"median of {repeats} fresh interpreters; loads no openai; {ratio('cafe')}"),
         Figure(NUMBER, "import cafe, eager (the whole harness + openai)", ms("cafe eager"), "ms",

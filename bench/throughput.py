@@ -5,8 +5,8 @@ The Collector is the shipped collector-config/collector.yaml (memory_limiter, re
 persistent fsync'd queue, OTLP/gRPC to Jaeger), on 127.0.0.1 (bench/stack.py). The sender
 is a fresh process (`python -m bench.throughput child ...`) emitting GenAI `chat` spans
 (the attributes of one model call) with the OTel tracer of a provider, paced to a target
-rate, through cafe_otel's chain (MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor,
-fail-soft boundary included, -> OTLP/gRPC) as `cafe_otel.configure` builds it, with the queue,
+rate, through cafe_otel's chain (BoundedBatchSpanProcessor, the metadata-only check on its
+worker and the fail-soft boundary included, -> OTLP/gRPC) as `cafe_otel.configure` builds it, with the queue,
 batch size and delay of each trial. At the end the child flushes with `shutdown(30)`.
 
 "Sent" is every span the process made. Lost = made - the Collector's own

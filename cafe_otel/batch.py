@@ -12,6 +12,12 @@ the fail-soft boundary, so an exporter that raises, hangs or fails costs a count
 worker. Every sampled span handed to `on_end` is settled exactly once: exported, or dropped
 with a cause, or unconfirmed when shutdown's bound ends before its export answers (see
 `cafe_otel.account`), whatever the exporter does.
+
+`prepare` (the metadata-only check, `cafe_otel.metadata_processor.SpanSanitiser`) runs on
+the worker, on every span of a batch before the exporter sees any of it: a span that has
+ended is read-only, so checking it there guards what leaves exactly as checking it inside
+`span.end()` would, and the calling thread pays only the enqueue. It fails closed: a span
+it cannot check is dropped and counted (`redaction_failed`), never handed on.
 """
 
 from __future__ import annotations
@@ -28,7 +34,14 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
-from cafe_otel.account import ALREADY_SHUTDOWN, QUEUE_FULL, REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
+from cafe_otel.account import (
+    ALREADY_SHUTDOWN,
+    QUEUE_FULL,
+    REDACTION_FAILED,
+    REJECTED,
+    SHUTDOWN_TIMEOUT,
+    TelemetryAccount,
+)
 from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
 from cafe_otel.partial_success import refusal_status, rejected_count
 from cafe_otel.processor_metrics import ProcessorMetrics
@@ -48,6 +61,15 @@ class _Batch:
             self._settled = True
             return True
 
+    def shrink(self, lost: int, lock: threading.Lock) -> bool:
+        """Take `lost` spans out of the batch (they are counted elsewhere), unless shutdown
+        has already counted the whole batch."""
+        with lock:
+            if self._settled:
+                return False
+            self.count -= lost
+            return True
+
 
 class BoundedBatchSpanProcessor(SpanProcessor):
     def __init__(
@@ -65,6 +87,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         meter_provider: MeterProvider | None = None,
         rejected: Callable[[], int] | None = None,
         refused: Callable[[], int | None] | None = None,
+        prepare: Callable[[ReadableSpan], ReadableSpan] | None = None,
     ) -> None:
         """An export that has not answered within `export_timeout` + `export_grace` seconds
         has its batch counted as lost and the worker moves on (the grace lets an OTLP
@@ -75,7 +98,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         export the exporter called a success how many of its spans the receiver rejected
         (OTLP's partial success, `cafe_otel.partial_success`): those are counted as lost.
         `refused`, when given, says after such an export the status of an answer that was not
-        2xx (a redirect the exporter called a success): then the whole batch is lost."""
+        2xx (a redirect the exporter called a success): then the whole batch is lost.
+        `prepare`, when given, turns each span into what may be exported, on the worker
+        (see the module's text)."""
         if max_queue_size < 1 or max_export_batch_size < 1:
             raise ValueError("queue and batch sizes must be positive")
         # A zero delay would spin the worker; NaN or inf would kill it in Condition.wait.
@@ -86,6 +111,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._exporter = exporter
         self._rejected = rejected
         self._refused = refused
+        self._prepare = prepare
         self.account = account if account is not None else TelemetryAccount()
         self._max_queue = max_queue_size
         self._batch = max_export_batch_size
@@ -144,12 +170,17 @@ class BoundedBatchSpanProcessor(SpanProcessor):
                 self._in_flight = batch
                 stop = self._stopping and not self._queue
             if batch is not None:
-                if self._metrics is not None:
-                    self._metrics.submitted(batch.count)
+                if self._prepare is not None:
+                    spans = self._prepared(batch, spans, self._prepare)
+                if self._metrics is not None and spans:
+                    self._metrics.submitted(len(spans))
                 # What an earlier export's late answer reported belongs to no batch now.
                 self._rejected_count(0)
                 self._refusal()
-                self._settle(batch, self._exports.call(self._exporter.export, spans))
+                if spans:
+                    self._settle(batch, self._exports.call(self._exporter.export, spans))
+                else:
+                    batch.settle(self._settle_lock)  # nothing left to export; each loss is counted
             with self._cond:
                 self._in_flight = None
                 flushes = [] if self._queue else self._flush_requests[:]
@@ -159,6 +190,25 @@ class BoundedBatchSpanProcessor(SpanProcessor):
                 event.set()
             if stop and batch is None:
                 return
+
+    def _prepared(self, batch: _Batch, spans: list[ReadableSpan],
+                  prepare: Callable[[ReadableSpan], ReadableSpan]) -> list[ReadableSpan]:
+        """The batch's spans as `prepare` made them; a span it raised on is dropped and counted."""
+        clean: list[ReadableSpan] = []
+        failures: list[str] = []
+        for span in spans:
+            try:
+                clean.append(prepare(span))
+            except Exception as error:  # fail closed: never hand on the unchecked span
+                failures.append(type(error).__name__)
+        if failures and batch.shrink(len(failures), self._settle_lock):
+            for error_type in failures:
+                self.account.add_redaction_failed(f"sanitising a span raised {error_type}; span dropped")
+            if self._metrics is not None:
+                self._metrics.dropped(len(failures), REDACTION_FAILED)
+        elif failures:
+            return []  # shutdown already counted the whole batch
+        return clean
 
     def _settle(self, batch: _Batch, outcome: Outcome) -> None:
         if not batch.settle(self._settle_lock):

@@ -1,7 +1,10 @@
 """`configure(...)`: one call from settings to providers, their chains and a handle.
 
-Spans: MetadataOnlySpanProcessor -> BoundedBatchSpanProcessor (which puts every exporter call
-behind the fail-soft boundary) -> OTLP exporter (gRPC or HTTP) or the explicit `exporter`.
+Spans: BoundedBatchSpanProcessor, whose worker checks each span's shape (`SpanSanitiser`,
+the metadata-only guarantee) before anything is encoded and puts every exporter call behind
+the fail-soft boundary -> OTLP exporter (gRPC or HTTP) or the explicit `exporter`. The
+calling thread pays only the enqueue; `extra_processors` see the spans as they ended,
+before the check (the guarantee holds for what leaves through this chain).
 Metrics (unless `OTEL_METRICS_EXPORTER=none` or `metrics=False`): a MeterProvider beside the
 TracerProvider, on the same resource, whose periodic reader exports through
 `FailSoftMetricExporter` to OTLP (or the explicit `metric_exporter`); every tracer the handle
@@ -43,7 +46,8 @@ from cafe_otel.account import TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode, content_scrubber
-from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
+from cafe_otel.grpc_extra import grpc_exporter
+from cafe_otel.metadata_processor import SpanSanitiser
 from cafe_otel.metric_settings import MetricSettings, metrics_wanted, resolve_metric_settings
 from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
 from cafe_otel.metrics_listener import MetricsListener, our_scope
@@ -93,18 +97,17 @@ def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
     tls = settings.tls if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
-        from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
+        grpc, grpc_exporter_module = grpc_exporter("trace")
         insecure = tls.grpc_insecure(settings.endpoint)
-        return OTLPSpanExporter(
+        exporter: SpanExporter = grpc_exporter_module.OTLPSpanExporter(
             endpoint=settings.endpoint,
             insecure=insecure,
             credentials=None if insecure else tls.grpc_credentials(),
             headers=headers or None,
             timeout=settings.export_timeout,
-            compression=GrpcCompression.Gzip if settings.compression == "gzip" else GrpcCompression.NoCompression,
+            compression=grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression,
         )
+        return exporter
     import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -139,7 +142,7 @@ class TelemetryHandle:
     metric_settings: MetricSettings | None = None
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     _batch: BoundedBatchSpanProcessor | None = field(default=None, repr=False)
-    _sanitiser: MetadataOnlySpanProcessor | None = field(default=None, repr=False)
+    _sanitiser: SpanSanitiser | None = field(default=None, repr=False)
     _metric_exporter: FailSoftMetricExporter | None = field(default=None, repr=False)
     _metrics: MetricsListener | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
@@ -274,24 +277,24 @@ def configure(
         settings, settings.tls, rejections)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
+    # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
+    allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
+    sanitiser = None
+    if metadata_only:
+        sanitiser = SpanSanitiser(
+            allowlist, account=account, secrets=secrets,
+            content_scrubber=content_scrubber(env) if settings.capture.enabled else None,
+            # A replay's bytes must not depend on a random key (golden files).
+            hash_key=REPLAY_HASH_KEY if replay else None)
     batch = BoundedBatchSpanProcessor(
         inner, account=account, target=target, export_timeout=settings.export_timeout,
         max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
         schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
         rejected=rejections.take if rejections is not None else None,
         refused=rejections.take_refusal if rejections is not None else None,
+        # On the worker, before the exporter encodes anything (see `cafe_otel.batch`).
+        prepare=sanitiser,
     )
-    # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
-    allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
-    sanitiser = None
-    if metadata_only:
-        sanitiser = MetadataOnlySpanProcessor(
-            batch, allowlist=allowlist, account=account, secrets=secrets,
-            content_scrubber=content_scrubber(env)
-            if settings.capture.enabled else None,
-            # A replay's bytes must not depend on a random key (golden files).
-            hash_key=REPLAY_HASH_KEY if replay else None)
-    first: SpanProcessor = sanitiser if sanitiser is not None else batch
     provider = TracerProvider(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
         id_generator=id_generator,
@@ -303,7 +306,7 @@ def configure(
     )
     for processor in extra_processors:
         provider.add_span_processor(processor)
-    provider.add_span_processor(first)
+    provider.add_span_processor(batch)
     handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=replay,
                              shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
     # A caller who hands in the span exporter has chosen where telemetry goes: metrics then

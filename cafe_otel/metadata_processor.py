@@ -1,7 +1,11 @@
-"""`MetadataOnlySpanProcessor`: what reaches the exporter is metadata, never content.
+"""The metadata-only check: what reaches the exporter is metadata, never content.
 
-It wraps the next processor and, at `on_end`, hands it a sanitised COPY of the span
-(a `ReadableSpan`'s attributes are read-only). Every key must be on the allowlist AND its
+`SpanSanitiser` is the check; `configure`'s chain runs it on the export worker
+(`BoundedBatchSpanProcessor(prepare=...)`), before anything is encoded, so `span.end()` on
+the calling thread does not pay it. `MetadataOnlySpanProcessor` runs the same check in
+`on_end`, for a chain composed by hand: it wraps the next processor and, at `on_end`, hands
+it a sanitised COPY of the span (a `ReadableSpan`'s attributes are read-only).
+Every key must be on the allowlist AND its
 value must fit the key's declared shape (`cafe_otel.shapes`): a value that does not fit is
 withheld and counted in the account by key (an identifier is replaced by a keyed hash), and
 so is a value holding one of the secrets we were given. Span names, event names,
@@ -21,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from types import MappingProxyType
@@ -99,11 +104,18 @@ class SpanSanitiser:
         self._checks = {key: shapes[key].fits for key in self._allowed if shapes[key].kind != sh.CONTENT}
         self._names: dict[str, set[str]] = {}  # names found to fit, by what they name
         self._scrubbed: dict[str, str] = {}
+        # Spans are checked on an export worker while the caller may add secrets: a span is
+        # checked against one set of secrets and memos, never half of two.
+        self._lock = threading.Lock()
         self.add_secrets(secrets)
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
         """Values (a live client's API key) that must never leave: a metadata value holding
         one is withheld, content is scrubbed of them."""
+        with self._lock:
+            self._add_secrets(tuple(secrets))
+
+    def _add_secrets(self, secrets: tuple[str, ...]) -> None:
         new = tuple(s for s in secrets if s and s not in self._secrets)
         if not new:
             return
@@ -267,6 +279,10 @@ class SpanSanitiser:
 
     # --- the span ------------------------------------------------------------------
     def __call__(self, span: ReadableSpan) -> ReadableSpan:
+        with self._lock:
+            return self._sanitise(span)
+
+    def _sanitise(self, span: ReadableSpan) -> ReadableSpan:
         original_name, original_scope = span.name, span.instrumentation_scope
         name = self._name(original_name, sh.SPAN_NAME, "span.name")
         attributes = self.attributes(span.attributes)

@@ -25,6 +25,7 @@ from cafe.trace.failsoft import TIMEOUT, FailSoft
 from cafe_otel.account import REJECTED, TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
 from cafe_otel.failsoft import GRACE_SECONDS
+from cafe_otel.grpc_extra import grpc_exporter
 from cafe_otel.metric_reader import MergingMetricReader
 from cafe_otel.metric_settings import MetricSettings
 from cafe_otel.partial_success import RejectionCounter, refusal_status, rejected_count
@@ -163,21 +164,20 @@ def build_otlp_metric_exporter(metric_settings: MetricSettings,
     tls = metric_settings.tls
     headers = metric_settings.headers  # lowercased and checked when resolved
     if metric_settings.protocol == GRPC:
-        from grpc import Compression as GrpcCompression  # type: ignore[import-untyped]
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
+        grpc, grpc_exporter_module = grpc_exporter("metric")
         insecure = tls.grpc_insecure(metric_settings.endpoint)
-        return OTLPMetricExporter(
+        exporter: MetricExporter = grpc_exporter_module.OTLPMetricExporter(
             endpoint=metric_settings.endpoint,
             insecure=insecure,
             credentials=None if insecure else tls.grpc_credentials(),
             headers=headers or None,
             timeout=metric_settings.export_timeout,
-            compression=GrpcCompression.Gzip if metric_settings.compression == "gzip"
-            else GrpcCompression.NoCompression,
+            compression=grpc.Compression.Gzip if metric_settings.compression == "gzip"
+            else grpc.Compression.NoCompression,
             preferred_temporality=metric_settings.preferred_temporality(),
             preferred_aggregation=metric_settings.preferred_aggregation(),
         )
+        return exporter
     import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter

@@ -3,10 +3,14 @@
 Each span is a pair of events (`...Started`, `...Ended`) sharing a `span_id`; `parent_id`
 is the enclosing span's id (None at the root). `at` is the tracer clock's reading, in
 seconds. Two point events (`ConsentDecided`, `TicketFired`) belong to the span they
-happened in. Events are frozen values: a listener may keep them (a buffer, a replay) but
+happened in. Events are immutable values: a listener may keep them (a buffer, a replay) but
 must not change what they reference. A generation's input messages are shared by every
 listener and every later call, and refuse to change (`cafe.history`); its response is
-shared too, and must be left as it is.
+shared too, and must be left as it is. The four a model call makes (its request and result,
+its started and ended events) are named tuples, on every call's path: a frozen dataclass
+sets each field through `object.__setattr__`, several times the cost of building a tuple,
+and a tuple is as immutable. Their reprs leave out a response, its output text and an
+exception (each can quote customer text).
 
 A listener reads typed fields, never a string key another module wrote; a renamed field
 or enum member breaks a type check or an import, not silently an attribute.
@@ -17,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 
@@ -42,8 +47,7 @@ def phase_name(phase: Phase, turn: int | None) -> str:
     return f"turn {turn}" if phase is Phase.TURN else phase.value
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationRequest:
+class GenerationRequest(NamedTuple):
     """One model call as it was asked for. `messages` is what the call was sent, read-only
     (a `cafe.history.HistoryView` from a tracer: the calls of a shift share one frozen copy
     of each message), when the tracer keeps inputs, and empty when it does not (a
@@ -59,11 +63,10 @@ class GenerationRequest:
     server_port: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationResult:
+class GenerationResult(NamedTuple):
     """What a chat-completions response says, read once; `response` is the response itself."""
 
-    response: Mapping[str, Any] = field(repr=False)
+    response: Mapping[str, Any]
     model: str | None
     response_id: str | None
     finish_reasons: tuple[str, ...]
@@ -72,6 +75,12 @@ class GenerationResult:
     total_tokens: int | None
     tool_calls: tuple[str, ...]  # the requested tool names, as the model wrote them
     output: str | None
+
+    def __repr__(self) -> str:  # without the response and the output text (content)
+        return (f"GenerationResult(model={self.model!r}, response_id={self.response_id!r}, "
+                f"finish_reasons={self.finish_reasons!r}, input_tokens={self.input_tokens!r}, "
+                f"output_tokens={self.output_tokens!r}, total_tokens={self.total_tokens!r}, "
+                f"tool_calls={len(self.tool_calls)})")
 
     @classmethod
     def of(cls, response: Mapping[str, Any]) -> GenerationResult:
@@ -153,26 +162,45 @@ class PhaseEnded(_Ended):
     stop_reason: StopReason | None = None  # set on the turn that ended the shift
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationStarted(_Event):
+_NO_ATTRS: Mapping[str, Any] = MappingProxyType({})
+
+
+class GenerationStarted(NamedTuple):
+    span_id: int
+    parent_id: int | None
+    at: float
     name: str
     request: GenerationRequest
     # Extra annotations a caller gave `Tracer.generation(**attrs)`: for the in-memory tree
     # only (rendered); no exporter reads them.
-    attrs: Mapping[str, Any] = field(default_factory=dict)
+    attrs: Mapping[str, Any] = _NO_ATTRS
 
 
-@dataclass(frozen=True, slots=True)
-class GenerationEnded(_Ended):
+class GenerationEnded(NamedTuple):
+    span_id: int
+    parent_id: int | None
+    at: float
     request: GenerationRequest
     result: GenerationResult | None = None  # None when the call raised
+    # The exception that ended the span, if one did. Out of repr: its message may quote
+    # customer text. `error_type` (the class name) is what goes anywhere else.
+    error: BaseException | None = None
     # The clock reading its GenerationStarted had: a listener shared by several tracers
     # (several shifts at once) needs no per-span state of its own to know the duration.
-    started_at: float | None = field(default=None, kw_only=True)
+    started_at: float | None = None
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
 
     @property
     def response(self) -> Mapping[str, Any] | None:
         return None if self.result is None else self.result.response
+
+    def __repr__(self) -> str:  # without the exception (its message) and the request's content
+        return (f"GenerationEnded(span_id={self.span_id!r}, parent_id={self.parent_id!r}, at={self.at!r}, "
+                f"model={self.request.model!r}, result={self.result!r}, error_type={self.error_type!r}, "
+                f"started_at={self.started_at!r})")
 
 
 @dataclass(frozen=True, slots=True)
