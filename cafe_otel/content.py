@@ -119,12 +119,15 @@ def message_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def input_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat history without system messages (those go to system_instructions)."""
-    return [{"role": m.get("role"), "parts": message_parts(m)}
-            for m in messages if m.get("role") != "system"]
+    """The chat history, system messages included: in chat completions the system prompt
+    is a message of the history, which is what `gen_ai.input.messages` holds
+    (`gen_ai.system_instructions` is for instructions given apart from it)."""
+    return [{"role": m.get("role"), "parts": message_parts(m)} for m in messages]
 
 
 def system_instructions(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The system messages' parts (kept for callers that hand instructions apart from the
+    history; a chat-completions call's stay in its input messages)."""
     parts: list[dict[str, Any]] = []
     for message in messages:
         if message.get("role") == "system":

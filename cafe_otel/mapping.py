@@ -150,10 +150,8 @@ def chat_content(
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> Attributes:
     """The content attributes of one model call, as JSON strings."""
+    # The system prompt is part of the chat history here: it stays in the input messages.
     found: Attributes = {sc.GEN_AI_INPUT_MESSAGES: content.to_json(content.input_messages(messages))}
-    instructions = content.system_instructions(messages)
-    if instructions:
-        found[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = content.to_json(instructions)
     if response:
         found[sc.GEN_AI_OUTPUT_MESSAGES] = content.to_json(content.output_messages(response))
     if tools:
