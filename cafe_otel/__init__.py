@@ -1,7 +1,8 @@
 """cafe_otel: the café harness's spans as OpenTelemetry GenAI spans (semconv 1.41.1).
 
 Metadata-only by default, with a fail-soft, bounded export boundary. Importing this
-package has no side effects: nothing global is set; `configure()` returns a handle.
+package has no side effects: nothing global is set on import; `configure()` returns a handle
+(and makes its providers the global ones unless told not to).
 """
 
 # First: it checks the span limit variables the SDK reads when it is imported (see there).
@@ -18,6 +19,7 @@ from cafe_otel.otlp import describe, diff, encode
 from cafe_otel.recording_export import export_recording
 from cafe_otel.semconv import GENAI_SEMCONV_VERSION, SCHEMA_URL
 from cafe_otel.settings import TelemetryConfigError, resolve_settings
+from cafe_otel.shapes import Shape, bool_shape, float_shape, int_shape, text_shape
 from cafe_otel.span_listener import SpanListener
 from cafe_otel.tracer import OTelTracer
 
@@ -31,16 +33,21 @@ __all__ = [
     "MetricsListener",
     "OTelTracer",
     "SequentialIdGenerator",
+    "Shape",
     "SpanListener",
     "TelemetryAccount",
     "TelemetryConfigError",
     "TelemetryHandle",
+    "bool_shape",
     "capture_mode",
     "configure",
     "describe",
     "diff",
     "encode",
     "export_recording",
+    "float_shape",
+    "int_shape",
     "resolve_settings",
     "sanitise_span",
+    "text_shape",
 ]
