@@ -36,6 +36,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
 from opentelemetry.instrumentation.distro import BaseDistro  # type: ignore[attr-defined]
@@ -43,6 +44,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from cafe_otel import semconv as sc
+from cafe_otel.agent import MODEL_CALL_KEY, current_totals
 from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.metrics_listener import ChatCall, MetricsListener
 from cafe_otel.scope import our_version
@@ -250,6 +252,7 @@ class _ChatCall:
         self._messages = body.get("messages") if observer.capture.enabled else None
         self._tools = body.get("tools") if observer.capture.enabled else None
         self._start_wall = observer.wall_clock()
+        self._totals = current_totals()  # the agent span this call is made under, if any
         model = self._attributes.get(sc.GEN_AI_REQUEST_MODEL)
         name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
         self._span = observer.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=self._attributes,
@@ -355,6 +358,13 @@ class _ChatCall:
             found.update(chat_content(self._messages, answer.response_document() if answer.choices else None,
                                       self._tools if isinstance(self._tools, list) else None))
         span.set_attributes(found)
+        if self._totals is not None:
+            self._totals.add_call(
+                input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
+                temperature=self._attributes.get(sc.GEN_AI_REQUEST_TEMPERATURE),
+                finish_reasons=found.get(sc.GEN_AI_RESPONSE_FINISH_REASONS, ()),
+                input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
+                output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
         end_wall = self._start_wall + max(outcome.at_ns - self._started_ns, 0)
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR))  # no description: it would be free text
@@ -403,6 +413,8 @@ class GenAIWireObserver:
 
     def start(self, request: WireRequest) -> _ChatCall | None:
         if request.method != "POST" or not request.path.endswith(_CHAT_PATH_SUFFIX):
+            return None
+        if otel_context.get_value(MODEL_CALL_KEY):  # a café generation: its chat span exists
             return None
         try:
             self._note_secret(request)
