@@ -315,6 +315,9 @@ def configure(
                                     schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
                                     environ=environ)
     account = TelemetryAccount()
+    if settings.capture.on_event:
+        account.note_error(f"content capture {settings.capture.value}: the content event is not emitted "
+                           "(it is a log record; content goes on spans only)")
     secrets = tuple(secrets)  # read by the span sanitiser and the metrics listener both
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)

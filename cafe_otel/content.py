@@ -20,6 +20,12 @@ CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
 class CaptureMode(enum.Enum):
+    """Where captured content goes. The spec's `gen_ai.client.inference.operation.details`
+    event is a log record carrying the content in structured form; cafe_otel has no logs
+    pipeline, and a span event with JSON strings is not that event, so none is emitted:
+    EVENT_ONLY captures nothing (configure() notes it in the account) and SPAN_AND_EVENT is
+    SPAN_ONLY."""
+
     NO_CONTENT = "NO_CONTENT"
     SPAN_ONLY = "SPAN_ONLY"
     EVENT_ONLY = "EVENT_ONLY"
@@ -35,7 +41,9 @@ class CaptureMode(enum.Enum):
 
     @property
     def enabled(self) -> bool:
-        return self is not CaptureMode.NO_CONTENT
+        """Whether any content is captured (the event modes' content has nowhere to go but
+        the span: EVENT_ONLY captures none)."""
+        return self.on_span
 
 
 _ALIASES = {"TRUE": CaptureMode.SPAN_ONLY, "1": CaptureMode.SPAN_ONLY, "YES": CaptureMode.SPAN_ONLY,

@@ -89,7 +89,7 @@ class SpanListener:
         self._otel = otel_tracer_of(provider)
         self._capture = capture
         # Read once: the mode's properties would be evaluated on every span's end otherwise.
-        self._content, self._on_span, self._on_event = capture.enabled, capture.on_span, capture.on_event
+        self._content, self._on_span = capture.enabled, capture.on_span
         self._origin = origin_unix_nano
         self._timestamps = timestamps
         self._attach = attach_context
@@ -180,7 +180,7 @@ class SpanListener:
         return (parent.conversation_id, parent.turn) if parent is not None else (None, None)
 
     def _end(self, event: Any, attributes: dict[str, Any], error_type: str | None,
-             content: Callable[[Any], dict[str, Any]] | None = None, content_event: bool = False) -> None:
+             content: Callable[[Any], dict[str, Any]] | None = None) -> None:
         record = self._open.pop(event.span_id, None)
         if record is None:  # its start failed (counted then): nothing to end
             return
@@ -194,11 +194,11 @@ class SpanListener:
             span.set_attributes(attributes)
         if content is not None and self._content:
             found = content(event)
-            if found:
-                if self._on_span:
-                    span.set_attributes(found)
-                if content_event and self._on_event:
-                    span.add_event(sc.CONTENT_EVENT_NAME, found, timestamp=end)
+            # Content goes on the span only. The 1.41.1 content event is a log record with
+            # the content in structured form, which a span event (string attributes) is not:
+            # none is emitted (`cafe_otel.content.CaptureMode`).
+            if found and self._on_span:
+                span.set_attributes(found)
         if error_type:
             # No description: it would be free text; error.type says what failed.
             span.set_status(Status(StatusCode.ERROR))
@@ -261,8 +261,7 @@ class SpanListener:
                 finish_reasons=result.finish_reasons if result and result.finish_reasons else (),
                 input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
-        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content,
-                  content_event=True)
+        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content)
 
     def _tool_started(self, event: ToolStarted) -> None:
         conversation_id, turn = self._inherited(event)

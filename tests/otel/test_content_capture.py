@@ -106,12 +106,17 @@ def test_capture_without_the_processor_records_the_whole_exception():
     assert failed.events[0].attributes["exception.message"] == EXCEPTION
 
 
-def test_event_only_capture_puts_content_on_an_event_not_the_span():
-    _, spans = _run_shifts(capture_content="EVENT_ONLY")
+def test_event_only_capture_emits_no_span_event_that_is_not_the_spec_event_and_says_so():
+    # The spec's content event is a log record with structured content: a span event with
+    # JSON strings is not it, so none is emitted, and the account says content stays off.
+    data, spans = _run_shifts(capture_content="EVENT_ONLY")
     chat = next(s for s in spans if s.attributes.get("gen_ai.response.id") == "canned-1")
     assert "gen_ai.input.messages" not in chat.attributes
-    event = next(e for e in chat.events if e.name == "gen_ai.client.inference.operation.details")
-    assert json.loads(event.attributes["gen_ai.input.messages"])[1]["role"] == "user"
+    assert all(e.name != "gen_ai.client.inference.operation.details" for s in spans for e in s.events)
+    assert b"CANARY" not in data
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, capture_content="EVENT_ONLY", set_global=False)
+    assert "the content event is not emitted" in handle.account.summary()
+    handle.shutdown(1.0)
 
 
 def test_tool_spans_carry_arguments_and_result_at_their_own_end_time():
