@@ -254,9 +254,11 @@ class _ChatCall:
         self._start_wall = observer.wall_clock()
         self._totals = current_totals()  # the agent span this call is made under, if any
         model = self._attributes.get(sc.GEN_AI_REQUEST_MODEL)
-        name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
-        self._span = observer.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=self._attributes,
-                                                start_time=self._start_wall)
+        self._name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
+        # The span is made when the call ends, in one start_span with its start time and all
+        # its attributes (the call's own context is its parent): nothing runs inside it that
+        # could look for it, and setting the end attributes on a started span costs more.
+        self._context = otel_context.get_current()
         self._status: int | None = None
         self._event_stream = False
         self._answer = _Answer()
@@ -339,7 +341,7 @@ class _ChatCall:
     def _end(self, outcome: CallOutcome) -> None:
         from cafe.wire import OutcomeKind
 
-        span, answer = self._span, self._answer
+        answer = self._answer
         status = self._status
         if not self._event_stream and (status is None or status < 400):
             self._read_body()
@@ -357,7 +359,9 @@ class _ChatCall:
         if observer.capture.on_span and isinstance(self._messages, list):
             found.update(chat_content(self._messages, answer.response_document() if answer.choices else None,
                                       self._tools if isinstance(self._tools, list) else None))
-        span.set_attributes(found)
+        end_wall = self._start_wall + max(outcome.at_ns - self._started_ns, 0)
+        span = observer.tracer.start_span(self._name, context=self._context, kind=SpanKind.CLIENT,
+                                          attributes={**self._attributes, **found}, start_time=self._start_wall)
         if self._totals is not None:
             self._totals.add_call(
                 input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
@@ -365,7 +369,6 @@ class _ChatCall:
                 finish_reasons=found.get(sc.GEN_AI_RESPONSE_FINISH_REASONS, ()),
                 input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
-        end_wall = self._start_wall + max(outcome.at_ns - self._started_ns, 0)
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR))  # no description: it would be free text
             if outcome.kind is OutcomeKind.FAILED:
