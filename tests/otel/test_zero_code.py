@@ -123,3 +123,26 @@ def test_a_plain_openai_program_is_instrumented_with_no_code_change(tmp_path: Pa
     exported = receiver.raw()
     for text in (KEY, CUSTOMER, "Zq9CANARY", "barista"):
         assert text.encode() not in exported
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ({"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "cafe_openai"}, "cafe-otel: telemetry: 0 spans exported"),
+    ({"OTEL_TRACES_EXPORTER": "zipkin"}, "cafe-otel: telemetry is off: OTEL_TRACES_EXPORTER"),
+])
+def test_the_instrumentor_can_be_left_out_and_a_bad_setting_leaves_the_program_running(
+        tmp_path: Path, receiver: Receiver, extra: dict[str, str], expected: str) -> None:
+    command = _instrument_command()
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT, encoding="utf-8")
+    with FailingModelServer.running() as server:
+        environ = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "OPENAI_"))}
+        environ.update({"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY,
+                        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+                        "OTEL_METRICS_EXPORTER": "none", **extra})
+        done = subprocess.run([str(command), sys.executable, str(agent)], env=environ, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert server.count == 4  # the program ran all its calls
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected in done.stderr
+    assert receiver.spans() == []
+    assert "Traceback" not in done.stderr
