@@ -8,6 +8,7 @@ package has no side effects: nothing global is set on import; `configure()` retu
 # First: it checks the span limit variables the SDK reads when it is imported (see there).
 from cafe_otel import _environment  # noqa: F401
 from cafe_otel.account import TelemetryAccount
+from cafe_otel.agent import execute_tool, invoke_agent
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.configure import TelemetryHandle, configure
 from cafe_otel.content import CaptureMode, capture_mode
@@ -44,9 +45,11 @@ __all__ = [
     "describe",
     "diff",
     "encode",
+    "execute_tool",
     "export_recording",
     "float_shape",
     "int_shape",
+    "invoke_agent",
     "resolve_settings",
     "sanitise_span",
     "text_shape",
