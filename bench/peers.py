@@ -331,9 +331,11 @@ def run(smoke: bool = False, *, metrics: bool | None = None) -> list[Figure]:
     return [*run_one(smoke, metrics=metrics), *run_one(smoke, metrics=metrics, stream=True)]
 
 
-def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = False) -> list[Figure]:
-    """`metrics`: run ours with metrics too (default: when this cafe_otel has them)."""
-    rounds, warmup, samples, calls = (2, 20, 3, 20) if smoke else (5, 200, 30, 100)
+def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = False,
+            sizes: tuple[int, int, int, int] | None = None) -> list[Figure]:
+    """`metrics`: run ours with metrics too (default: when this cafe_otel has them).
+    `sizes`: (rounds, warmup calls, samples a round, calls a sample) instead of the defaults."""
+    rounds, warmup, samples, calls = sizes or ((2, 20, 3, 20) if smoke else (5, 200, 30, 100))
     ours_metrics = ours_records_metrics() if metrics is None else metrics
     blocked: dict[str, str] = {}
     variants = _variants(smoke, blocked, ours_metrics=ours_metrics)
