@@ -411,7 +411,7 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
         official = peers.get("official" + key.removeprefix("ours"))
         note = (f"{ratio:.2f}x the bare call; range {low:.0f}-{high:.0f} µs; by fastest samples "
                 f"{_added(fastest, key)[0]:.0f} µs; "
-                + (f"{added / official:.2f} of what the official one adds; " if official else "")
+                + (f"{added / official:.2f} of what the official one adds; " if official and official > 0 else "")
                 + f"cafe-otel {first['version']}, {spans:g} span a call"
                 + (f", {first['metric_points']} metric points" if first.get("metric_points") else ""))
         if beaten:
