@@ -10,8 +10,9 @@ the project's venv; the peers in their own), so in a peer's virtualenv only the 
 the OpenTelemetry SDK and the peer are loaded. An unusable variant exits 2 with one line on stderr.
 
 The spec: {"variant", "metrics", "base_url", "model", "messages", "tools", "body" (the mock
-response, a JSON object), "warmup", "markers" (strings that are content: none may appear in
-an exported attribute)}.
+response, a JSON object), "stream" (the call streamed: the mock answers with the same
+answer's server-sent events, read to the end), "warmup", "markers" (strings that are
+content: none may appear in an exported attribute)}.
 """
 
 from __future__ import annotations
@@ -46,13 +47,44 @@ def _httpx() -> Any:
         return importlib.import_module("httpx")
 
 
-def mock_http_client(body: dict[str, Any]) -> Any:
-    """An HTTP client whose transport answers every request at once with `body`."""
+def stream_events(body: dict[str, Any]) -> list[bytes]:
+    """`body` (a chat.completion) as the server-sent events of the same answer streamed: a
+    role chunk, the text, each tool call's name and arguments, the finish reason, the usage."""
+    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"],
+            "system_fingerprint": body.get("system_fingerprint")}
+    choice = body["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    found = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        found += [chunk({"content": word + " "}) for word in str(message["content"]).split()]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        found.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                            "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        arguments = call["function"]["arguments"]
+        for start in range(0, len(arguments), 16):
+            piece = arguments[start:start + 16]
+            found.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    found.append(chunk({}, choice["finish_reason"]))
+    found.append({**base, "choices": [], "usage": body["usage"]})
+    return [b"data: " + json.dumps(event).encode() + b"\n\n" for event in found] + [b"data: [DONE]\n\n"]
+
+
+def mock_http_client(body: dict[str, Any], *, stream: bool = False) -> Any:
+    """An HTTP client whose transport answers every request at once with `body`, or, for a
+    streamed request, with its server-sent events, read by the caller one at a time."""
     httpx = _httpx()
     content = json.dumps(body).encode()
     headers = {"content-type": "application/json", "x-request-id": "req_bench"}
+    events = stream_events(body)
+    stream_headers = {"content-type": "text/event-stream; charset=utf-8", "x-request-id": "req_bench"}
 
     def answer(request: Any) -> Any:
+        if stream:
+            return httpx.Response(200, content=iter(events), headers=stream_headers)
         return httpx.Response(200, content=content, headers=headers)
 
     return httpx.Client(transport=httpx.MockTransport(answer))
@@ -95,12 +127,20 @@ def _sdk_client(spec: dict[str, Any]) -> Any:
 
     # The same timeout and retries as cafe's LiveClient, so the SDK path is the same.
     return openai.OpenAI(api_key=API_KEY, base_url=spec["base_url"], timeout=60.0, max_retries=2,
-                         http_client=mock_http_client(spec["body"]))
+                         http_client=mock_http_client(spec["body"], stream=bool(spec.get("stream"))))
 
 
 def _sdk_call(spec: dict[str, Any]) -> Callable[[], Any]:
     create = _sdk_client(spec).chat.completions.create
     model, messages, tools = spec["model"], spec["messages"], spec["tools"]
+    if spec.get("stream"):
+        def streamed() -> Any:
+            chunks = create(model=model, messages=messages, tools=tools, temperature=0.0, stream=True,
+                            stream_options={"include_usage": True})
+            for _chunk in chunks:  # read to its end, as a caller showing the answer does
+                pass
+            return chunks
+        return streamed
 
     def call() -> Any:
         return create(model=model, messages=messages, tools=tools, temperature=0.0)
@@ -138,34 +178,27 @@ def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any
     return _sdk_call(spec), finish
 
 
-def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
-    from bench import overhead
+def _bare_live(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
     from cafe.clients.live import LiveClient
     from cafe.clients.settings import LiveSettings
-    from cafe.trace.tracing_client import TracingClient
 
     settings = LiveSettings.from_env({"CAFE_BASE_URL": spec["base_url"], "CAFE_API_KEY": API_KEY,
                                       "CAFE_MODEL": spec["model"]})
     live = LiveClient(settings, http_client=mock_http_client(spec["body"]))
     messages, tools = spec["messages"], spec["tools"]
-    if spec["variant"] == "bare_live":
-        return (lambda: live.chat(messages, tools, 0.0)), dict
-    # Content off, as figure 1 builds it; with metrics, configure()'s own pipeline (the
-    # handle's MetricsListener on its in-process streams), as a user of configure() gets it.
+    return (lambda: live.chat(messages, tools, 0.0)), dict
+
+
+def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
+    """The bare SDK call under our instrumentor (`cafe_otel.instrumentation`, on the wire
+    seam), reporting through `configure()`'s pipeline: content off, as figure 1 builds it;
+    with metrics, the handle's MetricsListener on its in-process streams."""
+    from bench import overhead
+    from cafe_otel.instrumentation import OpenAIWireInstrumentor
+
     handle = overhead._configure(False, keeper.exporter, metrics=bool(spec["metrics"]))
-    clients: list[Any] = []
-
-    def fresh() -> Callable[[], Any]:
-        # A tracer holds one shift: a fresh one per sample, as a new shift would have.
-        client = TracingClient(live, handle.tracer())
-        clients.append(client)
-        return lambda: client.chat(messages, tools, 0.0)
-
-    current = [fresh()]
-
-    def call() -> Any:
-        return current[0]()
-    call.new_sample = lambda: current.__setitem__(0, fresh())  # type: ignore[attr-defined]
+    OpenAIWireInstrumentor().instrument(telemetry=handle)
+    call = _sdk_call(spec)
 
     def finish() -> dict[str, Any]:
         handle.force_flush(10.0)  # exports the metrics: their points are then in the account
@@ -196,7 +229,9 @@ def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[
         call, finish = _sdk_call(spec), dict
     elif variant in PEERS:
         call, finish = _peer(spec, keeper)
-    elif variant in ("bare_live", "ours"):
+    elif variant == "bare_live":
+        call, finish = _bare_live(spec)
+    elif variant == "ours":
         call, finish = _ours(spec, keeper)
     else:
         raise Unusable(f"unknown variant {variant!r}")

@@ -5,16 +5,18 @@ bench/synthetic.py) goes through the `openai` SDK to an `httpx2.MockTransport` t
 at once with a fixed chat.completions body (two tool calls, usage). Variants:
 
 - `bare`: the SDK call alone (`client.chat.completions.create`), no OpenTelemetry at all;
-- `bare_live`: cafe's `LiveClient.chat` on the same SDK client, no tracing (what the harness's
-  client costs by itself: it reduces the response to the fields a recording keeps);
-- `ours`: cafe's `TracingClient(LiveClient)` with the tracer from `cafe_otel.configure()`
-  (content off, its own chain over a do-nothing exporter, as figure 1 builds it);
+- `ours`: the same SDK call under our instrumentor (`cafe_otel.instrumentation`, an observer
+  on the wire seam) reporting through `cafe_otel.configure()` (content off, its own chain over
+  a do-nothing exporter, as figure 1 builds it);
 - the peers, each instrumenting the bare SDK call with content off, a `TracerProvider` and
   the SDK's `BatchSpanProcessor` over the same do-nothing exporter: the official
   `opentelemetry-instrumentation-genai-openai`, OpenLLMetry's
   `opentelemetry-instrumentation-openai`, and `openinference-instrumentation-openai`.
 
-Spans only, and again with metrics on (an SDK `MeterProvider` with an in-memory reader that is
+Each twice: the plain call, and the same answer streamed (the mock sends its server-sent
+events, a role chunk, the words, the tool calls' pieces, the finish reason and the usage; the
+caller reads them to the end). Spans only, and again with metrics on (an SDK `MeterProvider`
+with an in-memory reader that is
 never collected) for every variant that records metrics. Each variant runs in a fresh
 interpreter (bench/peer_runner.py); the peers in virtualenvs of their own under the cache, so
 that their packages never touch the project's venv. Every round runs every variant once, the
@@ -80,7 +82,7 @@ SHARED_ROOTS = ("openai", "opentelemetry-api", "opentelemetry-sdk", "opentelemet
 _SWITCH_PREFIXES = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_")
 
 
-ESSENTIAL = ("bare", "bare_live", "ours")  # without these there is no figure: their failure is a crash
+ESSENTIAL = ("bare", "ours")  # without these there is no figure: their failure is a crash
 CHILD_TIMEOUT = 300.0  # seconds for a child to set up, or to answer one sample
 
 
@@ -247,8 +249,7 @@ class Child:
 
 def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> list[Variant]:
     here = sys.executable
-    found = [Variant("bare", "bare", here, False), Variant("bare_live", "bare_live", here, False),
-             Variant("ours", "ours", here, False)]
+    found = [Variant("bare", "bare", here, False), Variant("ours", "ours", here, False)]
     if ours_metrics:
         found.append(Variant("ours+metrics", "ours", here, True))
     if smoke:
@@ -326,12 +327,19 @@ def _round(variants: list[Variant], spec: dict[str, Any], workdir: Path, number:
 
 
 def run(smoke: bool = False, *, metrics: bool | None = None) -> list[Figure]:
-    """`metrics`: run ours with metrics too (default: when this cafe_otel has them)."""
-    rounds, warmup, samples, calls = (2, 20, 3, 20) if smoke else (5, 200, 30, 100)
+    """The plain call's figures, then the streamed call's."""
+    return [*run_one(smoke, metrics=metrics), *run_one(smoke, metrics=metrics, stream=True)]
+
+
+def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = False,
+            sizes: tuple[int, int, int, int] | None = None) -> list[Figure]:
+    """`metrics`: run ours with metrics too (default: when this cafe_otel has them).
+    `sizes`: (rounds, warmup calls, samples a round, calls a sample) instead of the defaults."""
+    rounds, warmup, samples, calls = sizes or ((2, 20, 3, 20) if smoke else (5, 200, 30, 100))
     ours_metrics = ours_records_metrics() if metrics is None else metrics
     blocked: dict[str, str] = {}
     variants = _variants(smoke, blocked, ours_metrics=ours_metrics)
-    spec = {**workload(), "warmup": warmup}
+    spec = {**workload(), "warmup": warmup, "stream": stream}
     failed: dict[str, str] = {}
     by_round: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="cafe-bench-peers-") as tmp:
@@ -345,8 +353,13 @@ def run(smoke: bool = False, *, metrics: bool | None = None) -> list[Figure]:
     # fastest sample is a steadier estimate; shown beside the medians as a cross-check.
     fastest = Paired({v.key: [taken[v.key]["fastest"] for taken in by_round] for v in kept})
     results = {v.key: [taken[v.key] for taken in by_round] for v in kept}
-    return _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls, smoke,
-                    ours_metrics)
+    figures = _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls, smoke,
+                       ours_metrics)
+    if stream:
+        for figure in figures:
+            figure.name = figure.name.replace("chat call", "streamed chat call").replace(": added per call",
+                                                                                         ", streamed: added per call")
+    return figures
 
 
 def _added(paired: Paired, key: str) -> tuple[float, float, float, float]:
@@ -365,7 +378,6 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
     figures = [Figure(9, "bare openai SDK chat call, mock transport", bare_us, "µs", "",
                       note=f"{how}; per round {rounds_us} µs; fastest samples {fastest.median('bare') * 1e6:.0f} µs; "
                            f"wall clock {walls.median('bare') * 1e6:.0f} µs; openai {results['bare'][0]['openai']}")]
-    live_us = _added(paired, "bare_live")[0]
 
     def peer_rows(suffix: str) -> dict[str, float]:
         shown = {}
@@ -396,16 +408,18 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
         beaten = [k for k, v in peers.items() if v <= added]
         verdict = None if not peers else not beaten
         spans = first["spans"] / first["calls"]
+        official = peers.get("official" + key.removeprefix("ours"))
         note = (f"{ratio:.2f}x the bare call; range {low:.0f}-{high:.0f} µs; by fastest samples "
-                f"{_added(fastest, key)[0]:.0f} µs; of which cafe's LiveClient "
-                f"without telemetry {live_us:.0f} µs; cafe-otel {first['version']}, {spans:g} span a call"
+                f"{_added(fastest, key)[0]:.0f} µs; "
+                + (f"{added / official:.2f} of what the official one adds; " if official and official > 0 else "")
+                + f"cafe-otel {first['version']}, {spans:g} span a call"
                 + (f", {first['metric_points']} metric points" if first.get("metric_points") else ""))
         if beaten:
             note += f"; not below {', '.join(beaten)}"
         figures.append(Figure(9, title, added, "µs", "least of all" if peers else "", verdict, note))
 
     spans_only = peer_rows("")
-    ours_row("ours", "ours (cafe LiveClient + cafe_otel), spans only: added per call", spans_only)
+    ours_row("ours", "ours (cafe_otel's instrumentor), spans only: added per call", spans_only)
     with_metrics = peer_rows("+metrics")
     with_metrics.update({k: v for k, v in spans_only.items() if k == "openinference"})  # it records none
     if "ours+metrics" in failed:

@@ -2,7 +2,8 @@
 
 Metadata-only by default, with a fail-soft, bounded export boundary. Importing this
 package has no side effects and reads no environment: nothing global is set, the SDK is
-imported when a name below is first used, and `configure()` returns a handle.
+imported when a name below is first used, and `configure()` returns a handle (and makes its
+providers the global ones unless told not to).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cafe_otel.account import TelemetryAccount
+    from cafe_otel.agent import execute_tool, invoke_agent
     from cafe_otel.batch import BoundedBatchSpanProcessor
     from cafe_otel.configure import TelemetryHandle, configure
     from cafe_otel.content import CaptureMode, capture_mode
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from cafe_otel.recording_export import export_recording
     from cafe_otel.semconv import GENAI_SEMCONV_VERSION, SCHEMA_URL
     from cafe_otel.settings import TelemetryConfigError, resolve_settings
+    from cafe_otel.shapes import Shape, bool_shape, float_shape, int_shape, text_shape
     from cafe_otel.span_listener import SpanListener
     from cafe_otel.tracer import OTelTracer
 
@@ -50,6 +53,13 @@ _EXPORTS = {
     "export_recording": "cafe_otel.recording_export",
     "resolve_settings": "cafe_otel.settings",
     "sanitise_span": "cafe_otel.metadata_processor",
+    "Shape": "cafe_otel.shapes",
+    "bool_shape": "cafe_otel.shapes",
+    "float_shape": "cafe_otel.shapes",
+    "int_shape": "cafe_otel.shapes",
+    "text_shape": "cafe_otel.shapes",
+    "execute_tool": "cafe_otel.agent",
+    "invoke_agent": "cafe_otel.agent",
 }
 __all__ = [
     "GENAI_SEMCONV_VERSION",
@@ -61,18 +71,25 @@ __all__ = [
     "MetricsListener",
     "OTelTracer",
     "SequentialIdGenerator",
+    "Shape",
     "SpanListener",
     "TelemetryAccount",
     "TelemetryConfigError",
     "TelemetryHandle",
+    "bool_shape",
     "capture_mode",
     "configure",
     "describe",
     "diff",
     "encode",
+    "execute_tool",
     "export_recording",
+    "float_shape",
+    "int_shape",
+    "invoke_agent",
     "resolve_settings",
     "sanitise_span",
+    "text_shape",
 ]
 
 

@@ -11,8 +11,15 @@ TracerProvider, on the same resource, whose periodic reader exports through
 makes feeds a `MetricsListener`. Both signals' losses are in the one account, and
 `shutdown` bounds both together.
 Settings come from explicit arguments first, then the `OTEL_*` variables of `environ`
-(os.environ at call time), then defaults. Nothing global is touched: no
-`set_tracer_provider`, the provider is on the handle.
+(os.environ at call time), then defaults.
+
+The handle's providers become the global ones (`set_global=True`, the default) when no
+global provider is set yet, so that any other instrumentation reports through the same
+metadata-only, fail-soft pipeline; `set_global=False` touches nothing global. The
+OpenTelemetry API lets a global provider be set once a process: a later handle stays
+local (`handle.is_global` says which). `shapes=` declares the shapes of the caller's own
+attribute keys (they pass the metadata-only processor when their values fit).
+`OTEL_TRACES_EXPORTER=console` prints the (sanitised) spans on stdout, for development.
 
 How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.settings`.
 """
@@ -23,9 +30,9 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
@@ -40,6 +47,7 @@ from cafe.trace.clock import Clock
 from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
+from cafe_otel import shapes as sh
 from cafe_otel._config.signal import checked_headers
 from cafe_otel._environment import span_limits
 from cafe_otel.account import TelemetryAccount
@@ -57,6 +65,7 @@ from cafe_otel.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     GRPC,
     Settings,
+    TelemetryConfigError,
     display_endpoint,
     resolve_batch_settings,
     resolve_settings,
@@ -64,6 +73,9 @@ from cafe_otel.settings import (
 )
 from cafe_otel.tls import TlsSettings
 from cafe_otel.tracer import OTelTracer
+
+if TYPE_CHECKING:
+    from cafe_otel.instrumentation import GenAIWireObserver
 
 REPLAY_HASH_KEY = b"cafe-otel replay"
 
@@ -146,6 +158,22 @@ class TelemetryHandle:
     _metric_exporter: FailSoftMetricExporter | None = field(default=None, repr=False)
     _metrics: MetricsListener | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
+    is_global: bool = False
+
+    def wire_observer(self, *, wall_clock: Callable[[], int] = time.time_ns) -> GenAIWireObserver | None:
+        """An observer for `cafe.wire` that reports every `openai` SDK call through this
+        handle: its provider, its metrics, its account, and the API keys the calls carry
+        kept out of every exported byte. None when telemetry is disabled."""
+        from cafe_otel.instrumentation import GenAIWireObserver
+        from cafe_otel.scope import otel_tracer_of
+
+        if self.provider is None:
+            return None
+        account = self.account
+        return GenAIWireObserver(
+            otel_tracer_of(self.provider), metrics=self._metrics,
+            capture=self.settings.capture if self.settings is not None else CaptureMode.NO_CONTENT,
+            wall_clock=wall_clock, on_secret=self.add_secrets, on_error=account.add_mirror_error)
 
     @property
     def enabled(self) -> bool:
@@ -247,6 +275,8 @@ def configure(
     metrics: bool | None = None,
     metric_exporter: MetricExporter | None = None,
     metric_export_interval: float | None = None,
+    set_global: bool = True,
+    shapes: Mapping[str, sh.Shape] | None = None,
 ) -> TelemetryHandle:
     """Build the provider and chain. `OTEL_SDK_DISABLED=true` gives a no-op handle whose
     tracer is a plain cafe `Tracer` and whose shutdown returns at once. `secrets` (a live
@@ -255,7 +285,10 @@ def configure(
     unless `OTEL_METRICS_EXPORTER=none`, or when `exporter` is given without a
     `metric_exporter`) adds the MeterProvider; `metric_exporter` replaces its OTLP exporter,
     as `exporter` does the spans'. `sampler` wins over `OTEL_TRACES_SAMPLER`
-    (`cafe_otel.sampling`; metrics are not sampled)."""
+    (`cafe_otel.sampling`; metrics are not sampled). `set_global` makes the providers the
+    global ones when none is set yet; `shapes` adds the caller's own keys to the shape table
+    (`cafe_otel.Shape`)."""
+    own_shapes = user_shapes(shapes)
     settings = resolve_settings(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=export_timeout, capture_content=capture_content, environ=environ,
@@ -264,6 +297,9 @@ def configure(
                                     schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
                                     environ=environ)
     account = TelemetryAccount()
+    if settings.capture.on_event:
+        account.note_error(f"content capture {settings.capture.value}: the content event is not emitted "
+                           "(it is a log record; content goes on spans only)")
     secrets = tuple(secrets)  # read by the span sanitiser and the metrics listener both
     if settings.disabled:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
@@ -273,16 +309,24 @@ def configure(
     chosen_sampler = sampler if sampler is not None else sampler_from(env)
     rejections = (RejectionCounter("spans", on_unreadable=account.note_error)
                   if exporter is None and settings.protocol != GRPC else None)
+    console = exporter is None and env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == CONSOLE
+    if console:
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        exporter, rejections = ConsoleSpanExporter(), None
+        if metrics is None and metric_exporter is None and not env.get("OTEL_METRICS_EXPORTER", "").strip():
+            metrics = False  # no metrics to a Collector nobody started
     inner = exporter if exporter is not None else build_otlp_exporter(
         settings, settings.tls, rejections)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
-    allowlist = sc.METADATA_ALLOWLIST | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
+    allowlist = (sc.METADATA_ALLOWLIST | frozenset(own_shapes)
+                 | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset()))
     sanitiser = None
     if metadata_only:
         sanitiser = SpanSanitiser(
-            allowlist, account=account, secrets=secrets,
+            allowlist, shapes={**sh.SHAPES, **own_shapes}, account=account, secrets=secrets,
             content_scrubber=content_scrubber(env) if settings.capture.enabled else None,
             # A replay's bytes must not depend on a random key (golden files).
             hash_key=REPLAY_HASH_KEY if replay else None)
@@ -330,4 +374,54 @@ def configure(
         handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()
+    if set_global:
+        _make_global(handle)
     return handle
+
+
+CONSOLE = "console"
+_GLOBAL: list[TelemetryHandle] = []  # the handle whose providers are the global ones
+
+
+def _make_global(handle: TelemetryHandle) -> None:
+    """The handle's providers as the global ones, when none is set yet: the API allows one
+    a process, and overriding one would log a warning and change nothing."""
+    from opentelemetry import metrics as otel_metrics
+    from opentelemetry import trace
+
+    with _GLOBAL_LOCK:
+        if handle.provider is None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            return
+        trace.set_tracer_provider(handle.provider)
+        unset_meters = type(otel_metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
+        if handle.meter_provider is not None and unset_meters:
+            otel_metrics.set_meter_provider(handle.meter_provider)
+        handle.is_global = True
+        _GLOBAL[:] = [handle]
+
+
+_GLOBAL_LOCK = threading.Lock()
+
+
+def global_handle() -> TelemetryHandle | None:
+    """The handle whose providers `configure()` made the global ones, if any."""
+    return _GLOBAL[0] if _GLOBAL else None
+
+
+def user_shapes(shapes: Mapping[str, sh.Shape] | None) -> dict[str, sh.Shape]:
+    """The caller's own keys and their shapes, checked: a key of the table (the conventions'
+    or ours) keeps its shape, and free text has no shape (content has its own switch)."""
+    found: dict[str, sh.Shape] = {}
+    for key, shape in (shapes or {}).items():
+        if not isinstance(key, str) or not key.strip():
+            raise TelemetryConfigError("shapes: every key must be a non-empty attribute name")
+        if key in sh.SHAPES:
+            raise TelemetryConfigError(f"shapes: {key!r} already has a shape (cafe_otel.shapes.SHAPES); "
+                                       "declare shapes for your own keys only")
+        if not isinstance(shape, sh.Shape):
+            raise TelemetryConfigError(f"shapes: the shape of {key!r} is not a cafe_otel.Shape")
+        if shape.kind == sh.CONTENT:
+            raise TelemetryConfigError(f"shapes: {key!r} cannot be content (free text leaves only with "
+                                       "content capture, under the GenAI content keys)")
+        found[key] = shape
+    return found

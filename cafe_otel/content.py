@@ -21,6 +21,12 @@ CAPTURE_ENV = variables.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 
 
 class CaptureMode(enum.Enum):
+    """Where captured content goes. The spec's `gen_ai.client.inference.operation.details`
+    event is a log record carrying the content in structured form; cafe_otel has no logs
+    pipeline, and a span event with JSON strings is not that event, so none is emitted:
+    EVENT_ONLY captures nothing (configure() notes it in the account) and SPAN_AND_EVENT is
+    SPAN_ONLY."""
+
     NO_CONTENT = "NO_CONTENT"
     SPAN_ONLY = "SPAN_ONLY"
     EVENT_ONLY = "EVENT_ONLY"
@@ -36,7 +42,9 @@ class CaptureMode(enum.Enum):
 
     @property
     def enabled(self) -> bool:
-        return self is not CaptureMode.NO_CONTENT
+        """Whether any content is captured (the event modes' content has nowhere to go but
+        the span: EVENT_ONLY captures none)."""
+        return self.on_span
 
 
 _ALIASES = {"TRUE": CaptureMode.SPAN_ONLY, "1": CaptureMode.SPAN_ONLY, "YES": CaptureMode.SPAN_ONLY,
@@ -120,12 +128,15 @@ def message_parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def input_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat history without system messages (those go to system_instructions)."""
-    return [{"role": m.get("role"), "parts": message_parts(m)}
-            for m in messages if m.get("role") != "system"]
+    """The chat history, system messages included: in chat completions the system prompt
+    is a message of the history, which is what `gen_ai.input.messages` holds
+    (`gen_ai.system_instructions` is for instructions given apart from it)."""
+    return [{"role": m.get("role"), "parts": message_parts(m)} for m in messages]
 
 
 def system_instructions(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The system messages' parts (kept for callers that hand instructions apart from the
+    history; a chat-completions call's stay in its input messages)."""
     parts: list[dict[str, Any]] = []
     for message in messages:
         if message.get("role") == "system":

@@ -27,20 +27,21 @@ from cafe.trace.events import (
     ToolEnded,
     ToolStarted,
 )
-from cafe_otel import content
+from cafe_otel import agent, content
 from cafe_otel import semconv as sc
 
 Attributes = dict[str, Any]
 
-UNKNOWN_TOOL = "unknown_tool"
-UNKNOWN_PROVIDER = "unknown"
+UNKNOWN_TOOL = agent.UNKNOWN_TOOL
+UNKNOWN_PROVIDER = agent.UNKNOWN_PROVIDER
 
 
 def tool_label(name: str | None) -> str:
-    """A tool name safe for a span name or a metric attribute: the model may request any
-    string, and a span name is neither filtered by the metadata processor nor
-    low-cardinality otherwise."""
-    return name if name in TOOL_NAMES else UNKNOWN_TOOL
+    """A tool name safe for a span name or a metric attribute: one the café defines (the
+    model may request any string, and a span name is neither filtered by the metadata
+    processor nor low-cardinality otherwise). Any agent's names go through the same check
+    with its own definitions (`cafe_otel.agent.tool_label`)."""
+    return agent.tool_label(name, TOOL_NAMES)
 
 
 def _drop_none(attributes: Mapping[str, Any]) -> Attributes:
@@ -54,17 +55,12 @@ def _str(value: Any) -> str | None:
 
 # --- shift ------------------------------------------------------------------------------
 def shift_name(event: ShiftStarted) -> str:
-    return sc.AGENT_SPAN_NAME.format(agent=event.agent)
+    return agent.agent_span_name(event.agent)
 
 
 def shift_start(event: ShiftStarted) -> Attributes:
-    return _drop_none({
-        sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
-        sc.GEN_AI_PROVIDER_NAME: event.provider or UNKNOWN_PROVIDER,
-        sc.GEN_AI_AGENT_NAME: event.agent,
-        sc.GEN_AI_CONVERSATION_ID: event.conversation_id,
-        sc.GEN_AI_REQUEST_MODEL: event.model,
-    })
+    return agent.agent_start_attributes(event.agent, provider=event.provider, model=event.model,
+                                        conversation_id=event.conversation_id)
 
 
 def shift_end(event: ShiftEnded) -> Attributes:
@@ -150,10 +146,8 @@ def chat_content(
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> Attributes:
     """The content attributes of one model call, as JSON strings."""
+    # The system prompt is part of the chat history here: it stays in the input messages.
     found: Attributes = {sc.GEN_AI_INPUT_MESSAGES: content.to_json(content.input_messages(messages))}
-    instructions = content.system_instructions(messages)
-    if instructions:
-        found[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = content.to_json(instructions)
     if response:
         found[sc.GEN_AI_OUTPUT_MESSAGES] = content.to_json(content.output_messages(response))
     if tools:
@@ -168,17 +162,14 @@ def generation_content(event: GenerationEnded) -> Attributes:
 
 # --- tool -------------------------------------------------------------------------------
 def tool_name(event: ToolStarted) -> str:
-    return sc.TOOL_SPAN_NAME.format(tool=tool_label(event.name))
+    return agent.tool_span_name(event.name, TOOL_NAMES)
 
 
 def tool_start(event: ToolStarted, turn: int | None) -> Attributes:
-    return _drop_none({
-        sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
-        sc.GEN_AI_TOOL_NAME: tool_label(event.name),
-        sc.GEN_AI_TOOL_CALL_ID: event.call_id,
-        sc.GEN_AI_TOOL_TYPE: sc.TOOL_TYPE_FUNCTION,
-        sc.CAFE_TURN: turn,
-    })
+    found = agent.tool_start_attributes(event.name, call_id=event.call_id, defined=TOOL_NAMES)
+    if turn is not None:
+        found[sc.CAFE_TURN] = turn
+    return found
 
 
 def tool_end(event: ToolEnded) -> Attributes:

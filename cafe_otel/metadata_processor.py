@@ -351,10 +351,11 @@ class MetadataOnlySpanProcessor(SpanProcessor):
         secrets: Iterable[str] = (),
         content_scrubber: Scrubber | None = None,
         hash_key: bytes | None = None,
+        shapes: Mapping[str, sh.Shape] = sh.SHAPES,
     ) -> None:
         self._next = next_processor
         self.account = account if account is not None else TelemetryAccount()
-        self._default = SpanSanitiser(allowlist, account=self.account, secrets=secrets,
+        self._default = SpanSanitiser(allowlist, shapes=shapes, account=self.account, secrets=secrets,
                                       content_scrubber=content_scrubber, hash_key=hash_key)
         self._sanitise: Sanitiser = sanitiser or self._default
 

@@ -10,6 +10,10 @@ instruments, units and requirement levels; `docs/gen-ai/gen-ai-metrics.md` for t
   (the spec: otherwise it MUST NOT be reported). Boundaries `TOKEN_USAGE_BUCKETS`.
 - `gen_ai.client.operation.duration`: histogram, unit `s`, one record per model call,
   `error.type` when the call raised. Boundaries `DURATION_BUCKETS`.
+- `gen_ai.client.operation.time_to_first_chunk` and `gen_ai.client.operation.time_per_output_chunk`:
+  histograms, unit `s`, streamed calls only (the spec: SHOULD NOT be reported otherwise), the
+  duration's boundaries (gen-ai-metrics.md lines 291 and 392). Recorded for calls heard on the
+  wire (`record_call`, `cafe_otel.instrumentation`).
 
 Both carry `gen_ai.operation.name` and `gen_ai.provider.name` (required),
 `gen_ai.request.model` (conditionally required: if available), `gen_ai.response.model` and
@@ -37,7 +41,8 @@ attributes of a call are shaped once per distinct set, not once per record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry import metrics
@@ -78,6 +83,26 @@ def our_scope() -> InstrumentationScope:
     return InstrumentationScope(sc.INSTRUMENTATION_NAME, our_version(), sc.SCHEMA_URL)
 
 
+_CallKeys = tuple[AttributeKey, AttributeKey, AttributeKey, AttributeKey]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatCall:
+    """What the metrics of one model call need (`MetricsListener.record_call`)."""
+
+    provider: str | None
+    request_model: str | None
+    response_model: str | None
+    server_address: str | None
+    server_port: int | None
+    error_type: str | None
+    duration_s: float
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    time_to_first_chunk_s: float | None = None
+    chunk_gaps_s: Sequence[float] = ()
+
+
 class _Histogram(Protocol):
     def record(self, value: float, key: AttributeKey) -> None: ...
 
@@ -103,6 +128,11 @@ _INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...] | None]] = {
     # name: (unit, description, histogram boundaries or None for a counter)
     sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE: ("{token}", "Number of input and output tokens used.", TOKEN_USAGE_BUCKETS),
     sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION: ("s", "GenAI operation duration.", DURATION_BUCKETS),
+    # docs/gen-ai/gen-ai-metrics.md lines 291 and 392: the duration's boundaries.
+    sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: (
+        "s", "Time to receive the first chunk of a streamed response.", DURATION_BUCKETS),
+    sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK: (
+        "s", "Time per output chunk after the first, of a streamed response.", DURATION_BUCKETS),
     sc.CAFE_SHIFTS: ("{shift}", "Shifts, by stop reason.", None),
     sc.CAFE_TOOL_EXECUTIONS: ("{execution}", "Tool executions, by tool and status.", None),
     sc.CAFE_TICKETS_FIRED: ("{ticket}", "Tickets sent to the kitchen.", None),
@@ -131,6 +161,8 @@ class MetricsListener:
         target = source if isinstance(source, InProcessMetrics) else meter_of(source)
         self._tokens: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)
         self._duration: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+        self._first_chunk: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK)
+        self._per_chunk: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK)
         self._shifts: _Counter = _instrument(target, sc.CAFE_SHIFTS)
         self._tools: _Counter = _instrument(target, sc.CAFE_TOOL_EXECUTIONS)
         self._tickets: _Counter = _instrument(target, sc.CAFE_TICKETS_FIRED)
@@ -143,9 +175,8 @@ class MetricsListener:
         # raw key -> (shaped key, keys withheld from it): an event's attributes repeat.
         self._shaped_keys: dict[AttributeKey, tuple[AttributeKey, tuple[str, ...]]] = {}
         # (provider, request model, response model, address, port, error type) ->
-        # ((the shaped keys of input tokens, output tokens and duration), keys withheld)
-        self._call_keys: dict[tuple[Any, ...], tuple[tuple[AttributeKey, AttributeKey, AttributeKey],
-                                                     tuple[str, ...]]] = {}
+        # ((the shaped keys of input tokens, output tokens, duration and chunk timings), keys withheld)
+        self._call_keys: dict[tuple[Any, ...], tuple[_CallKeys, tuple[str, ...]]] = {}
         # No per-span state: one listener serves every tracer of a handle (shifts at once).
         self._handlers: dict[type, Callable[[Any], None]] = {
             GenerationEnded: self._generation_ended,
@@ -187,8 +218,7 @@ class MetricsListener:
         if handler is not None:
             handler(event)
 
-    def _keys_of_call(self, call: tuple[Any, ...]) -> tuple[tuple[AttributeKey, AttributeKey, AttributeKey],
-                                                           tuple[str, ...]]:
+    def _keys_of_call(self, call: tuple[Any, ...]) -> tuple[_CallKeys, tuple[str, ...]]:
         provider, request_model, response_model, address, port, error_type = call
         attributes: list[tuple[str, Any]] = [(sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT),
                                              (sc.GEN_AI_PROVIDER_NAME, provider or mapping.UNKNOWN_PROVIDER)]
@@ -203,9 +233,30 @@ class MetricsListener:
         duration = (*base, (sc.ERROR_TYPE, error_type)) if error_type is not None else base
         shaped = [self._shape((*base, (sc.GEN_AI_TOKEN_TYPE, sc.TOKEN_TYPE_INPUT))),
                   self._shape((*base, (sc.GEN_AI_TOKEN_TYPE, sc.TOKEN_TYPE_OUTPUT))),
-                  self._shape(duration)]
+                  self._shape(duration), self._shape(base)]
         withheld = tuple(dict.fromkeys(key for _, left_off in shaped for key in left_off))
-        return (shaped[0][0], shaped[1][0], shaped[2][0]), withheld
+        return (shaped[0][0], shaped[1][0], shaped[2][0], shaped[3][0]), withheld
+
+    def record_call(self, call: ChatCall) -> None:
+        """The GenAI client metrics of one model call seen on the wire (any agent's): the
+        same instruments, attributes and shapes as a café generation's, and, for a streamed
+        call, the time to its first chunk and the time between each later chunk."""
+        key = (call.provider, call.request_model, call.response_model, call.server_address, call.server_port,
+               call.error_type)
+        found = self._call_keys.get(key)
+        if found is None:
+            found = self._call_keys[key] = self._keys_of_call(key)
+        keys, withheld = found
+        self._count(withheld)
+        if call.input_tokens is not None:
+            self._tokens.record(call.input_tokens, keys[0])
+        if call.output_tokens is not None:
+            self._tokens.record(call.output_tokens, keys[1])
+        self._duration.record(max(call.duration_s, 0.0), keys[2])
+        if call.time_to_first_chunk_s is not None:
+            self._first_chunk.record(max(call.time_to_first_chunk_s, 0.0), keys[3])
+        for gap in call.chunk_gaps_s:
+            self._per_chunk.record(max(gap, 0.0), keys[3])
 
     def _generation_ended(self, event: GenerationEnded) -> None:
         started = event.started_at

@@ -28,6 +28,29 @@ GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+# Request parameters and response facts a chat call carries (registry.yaml, openai.md).
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_REQUEST_FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+GEN_AI_REQUEST_STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_SEED = "gen_ai.request.seed"
+GEN_AI_REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_OUTPUT_TYPE = "gen_ai.output.type"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_AGENT_VERSION = "gen_ai.agent.version"
+OPENAI_API_TYPE = "openai.api.type"
+OPENAI_REQUEST_SERVICE_TIER = "openai.request.service_tier"
+OPENAI_RESPONSE_SERVICE_TIER = "openai.response.service_tier"
+OPENAI_RESPONSE_SYSTEM_FINGERPRINT = "openai.response.system_fingerprint"
+PROVIDER_OPENAI = "openai"
+API_TYPE_CHAT_COMPLETIONS = "chat_completions"
+OUTPUT_TYPES = frozenset({"text", "json", "image", "speech"})
 
 # --- GenAI content attributes: set only when content capture is on -------------------
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
@@ -98,6 +121,9 @@ CAFE_RECORDING_CALL = "cafe.recording.call"
 # --- Metrics (semconv 1.41.1, docs/gen-ai/gen-ai-metrics.md and model/gen-ai/metrics.yaml) ---
 METRIC_GEN_AI_CLIENT_TOKEN_USAGE = "gen_ai.client.token.usage"
 METRIC_GEN_AI_CLIENT_OPERATION_DURATION = "gen_ai.client.operation.duration"
+# Streaming calls only (the spec: SHOULD NOT be reported otherwise).
+METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK = "gen_ai.client.operation.time_per_output_chunk"
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 TOKEN_TYPE_INPUT = "input"
 TOKEN_TYPE_OUTPUT = "output"
@@ -130,6 +156,13 @@ METADATA_ALLOWLIST = frozenset({
     GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_TEMPERATURE, GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID,
     GEN_AI_RESPONSE_FINISH_REASONS, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_TOOL_NAME, GEN_AI_TOOL_CALL_ID, GEN_AI_TOOL_TYPE,
+    GEN_AI_REQUEST_MAX_TOKENS, GEN_AI_REQUEST_TOP_P, GEN_AI_REQUEST_FREQUENCY_PENALTY,
+    GEN_AI_REQUEST_PRESENCE_PENALTY, GEN_AI_REQUEST_STOP_SEQUENCES, GEN_AI_REQUEST_SEED,
+    GEN_AI_REQUEST_CHOICE_COUNT, GEN_AI_REQUEST_STREAM, GEN_AI_OUTPUT_TYPE,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+    GEN_AI_AGENT_ID, GEN_AI_AGENT_VERSION, OPENAI_API_TYPE, OPENAI_REQUEST_SERVICE_TIER,
+    OPENAI_RESPONSE_SERVICE_TIER, OPENAI_RESPONSE_SYSTEM_FINGERPRINT,
     ERROR_TYPE, SERVER_ADDRESS, SERVER_PORT, EXCEPTION_TYPE,
     CAFE_PHASE, CAFE_TURN, CAFE_STOP_REASON, CAFE_SHIFT_TURNS, CAFE_SHIFT_TICKETS,
     CAFE_TOOL_STATUS, CAFE_TICKET_NUMBER, CAFE_GEN_AI_TOOL_CALLS, CAFE_RECORDING_VERSION,

@@ -152,8 +152,8 @@ def resolve_settings(
 # OTLP only. Any other value is refused, not ignored: it would not do what it says. (The
 # sampler variables are read by cafe_otel.sampling.)
 _OFFERED = {
-    v.OTEL_TRACES_EXPORTER: (("otlp",),
-                             "spans leave over OTLP only; for none, leave --otlp and "
+    v.OTEL_TRACES_EXPORTER: (("otlp", "console"),
+                             "spans leave over OTLP, or on stdout with console; for none, leave --otlp and "
                              "OTEL_EXPORTER_OTLP_ENDPOINT unset or set OTEL_SDK_DISABLED=true"),
 }
 

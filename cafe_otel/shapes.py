@@ -26,7 +26,7 @@ from cafe.outcomes import ConsentOutcome
 from cafe.tools import TOOL_NAMES
 from cafe_otel import semconv as sc
 
-INT, FLOAT, TEXT, CONTENT = "int", "float", "text", "content"
+INT, FLOAT, BOOL, TEXT, CONTENT = "int", "float", "bool", "text", "content"
 DROP, HASH = "drop", "hash"
 MAX_ITEMS = 32  # longest array a sequence-valued key may carry
 
@@ -80,6 +80,10 @@ class Shape:
 
             def one(v: Any) -> bool:
                 return type(v) is int and low <= v <= high  # type: ignore[operator]
+        elif self.kind == BOOL:
+
+            def one(v: Any) -> bool:
+                return type(v) is bool
         elif self.kind == FLOAT:
             low, high = self.minimum, self.maximum
 
@@ -104,6 +108,8 @@ class Shape:
             found = f"integer {int(self.minimum):,} to {int(self.maximum):,}"  # type: ignore[arg-type]
         elif self.kind == FLOAT:
             found = f"number {self.minimum:g} to {self.maximum:g}"
+        elif self.kind == BOOL:
+            found = "`true` or `false`"
         elif self.kind == CONTENT:
             found = "free text (JSON), only with content capture on; secrets scrubbed"
         else:
@@ -120,6 +126,29 @@ class Shape:
         return found
 
 
+def text_shape(pattern: str | None = None, values: frozenset[str] | set[str] | tuple[str, ...] = (), *,
+               many: bool = False) -> Shape:
+    """Text that fully matches `pattern` (a Python regular expression) or is one of `values`;
+    `many`: an array of such (`configure(shapes={"myapp.tier": text_shape(values={"gold"})})`)."""
+    if pattern is None and not values:
+        raise ValueError("a text shape needs a pattern or values")
+    return Shape(TEXT, pattern, frozenset(values), many=many)
+
+
+def int_shape(low: int, high: int) -> Shape:
+    """An integer from `low` to `high`, both included."""
+    return Shape(INT, minimum=low, maximum=high)
+
+
+def float_shape(low: float, high: float) -> Shape:
+    """A finite number from `low` to `high`, both included."""
+    return Shape(FLOAT, minimum=low, maximum=high)
+
+
+def bool_shape() -> Shape:
+    return Shape(BOOL)
+
+
 def _text(pattern: str | None = None, values: frozenset[str] | set[str] = frozenset(), **options: Any) -> Shape:
     return Shape(TEXT, pattern, frozenset(values), **options)
 
@@ -128,8 +157,17 @@ def _int(low: int, high: int) -> Shape:
     return Shape(INT, minimum=low, maximum=high)
 
 
+def _float(low: float, high: float) -> Shape:
+    return Shape(FLOAT, minimum=low, maximum=high)
+
+
 _ID = _text(ID_PATTERN, on_mismatch=HASH)
+# Any agent's tool names: what its request defines, if it looks like a name.
 _TOOL = _text(IDENTIFIER_PATTERN, set(TOOL_NAMES) | {"unknown_tool"})
+# A stop sequence is the caller's text: a short run of printable characters without a space
+# (`###`, `</s>`, `END`) may leave; anything longer or with a space is withheld.
+STOP_SEQUENCE_PATTERN = r"[!-~]{1,16}"
+_SECONDS = _float(0, 86_400)
 _TOKEN = _text(TOKEN_PATTERN)
 _COUNT = _int(0, 2**31 - 1)
 # The spec's enumeration (output messages) and the chat-completions values; other
@@ -156,6 +194,25 @@ SHAPES: Mapping[str, Shape] = {
     sc.GEN_AI_TOOL_NAME: _TOOL,
     sc.GEN_AI_TOOL_CALL_ID: _ID,
     sc.GEN_AI_TOOL_TYPE: _text(None, {sc.TOOL_TYPE_FUNCTION, "extension", "datastore"}),
+    sc.GEN_AI_REQUEST_MAX_TOKENS: _COUNT,
+    sc.GEN_AI_REQUEST_TOP_P: _float(0, 1),
+    sc.GEN_AI_REQUEST_FREQUENCY_PENALTY: _float(-2, 2),
+    sc.GEN_AI_REQUEST_PRESENCE_PENALTY: _float(-2, 2),
+    sc.GEN_AI_REQUEST_STOP_SEQUENCES: _text(STOP_SEQUENCE_PATTERN, many=True),
+    sc.GEN_AI_REQUEST_SEED: _int(-(2**63), 2**63 - 1),
+    sc.GEN_AI_REQUEST_CHOICE_COUNT: _int(1, 128),
+    sc.GEN_AI_REQUEST_STREAM: Shape(BOOL),
+    sc.GEN_AI_OUTPUT_TYPE: _text(None, sc.OUTPUT_TYPES),
+    sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: _SECONDS,
+    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: _COUNT,
+    sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: _COUNT,
+    sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: _COUNT,
+    sc.GEN_AI_AGENT_ID: _ID,
+    sc.GEN_AI_AGENT_VERSION: _text(SCOPE_VERSION_PATTERN),
+    sc.OPENAI_API_TYPE: _text(r"[a-z][a-z0-9_]{0,31}"),
+    sc.OPENAI_REQUEST_SERVICE_TIER: _TOKEN,
+    sc.OPENAI_RESPONSE_SERVICE_TIER: _TOKEN,
+    sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT: _ID,
     sc.ERROR_TYPE: _text(ERROR_TYPE_PATTERN),
     sc.SERVER_ADDRESS: _text(HOST_PATTERN),
     sc.SERVER_PORT: _int(0, 65535),
@@ -212,7 +269,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
 
 
 def markdown_table() -> str:
-    """The table the READMEs carry: every field and key that may leave, with its shape."""
+    """The table docs/privacy.md carries: every field and key that may leave, with its shape."""
     rows = [*FIELDS, *((f"`{key}`", shape.describe()) for key, shape in SHAPES.items())]
     lines = ["| field or attribute | what may leave |", "|---|---|"]
     # A pattern's `|` would end the table cell.

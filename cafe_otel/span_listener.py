@@ -47,6 +47,7 @@ from cafe.trace.events import (
 )
 from cafe_otel import mapping
 from cafe_otel import semconv as sc
+from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals, qualified_name
 from cafe_otel.content import CaptureMode
 from cafe_otel.lazy_span import LazySpan
 from cafe_otel.scope import otel_tracer_of
@@ -71,6 +72,7 @@ class _Open:
     token: Any  # the context token to detach at the end (None when not attached)
     conversation_id: str | None
     turn: int | None
+    totals: AgentTotals | None = None  # the enclosing shift's, which its model calls add to
 
 
 class SpanListener:
@@ -87,7 +89,7 @@ class SpanListener:
         self._otel = otel_tracer_of(provider)
         self._capture = capture
         # Read once: the mode's properties would be evaluated on every span's end otherwise.
-        self._content, self._on_span, self._on_event = capture.enabled, capture.on_span, capture.on_event
+        self._content, self._on_span = capture.enabled, capture.on_span
         self._origin = origin_unix_nano
         self._timestamps = timestamps
         self._attach = attach_context
@@ -122,25 +124,40 @@ class SpanListener:
 
     # --- opening and closing ------------------------------------------------------------
     def _start(self, event: Any, name: str, kind: SpanKind, attributes: dict[str, Any],
-               conversation_id: str | None, turn: int | None, *, at_end: bool = False) -> None:
+               conversation_id: str | None, turn: int | None, *, at_end: bool = False,
+               totals: AgentTotals | None = None) -> None:
         parent = self._open.get(event.parent_id) if event.parent_id is not None else None
         # A root follows the current context: a shift run inside a caller's span nests there.
         context = trace.set_span_in_context(self._made(parent)) if parent is not None else None
+        if totals is None and parent is not None:
+            totals = parent.totals
         self.spans_started += 1
         if at_end:
             start_ns = self._ns(event)
             record = _Open(_Pending(name, kind, attributes,
                                     context if context is not None else otel_context.get_current(),
                                     time_ns() if start_ns is None else start_ns),
-                           None, conversation_id, turn)
+                           None, conversation_id, turn, totals)
             if self._attach:
-                record.token = otel_context.attach(trace.set_span_in_context(LazySpan(partial(self._made, record))))
+                record.token = otel_context.attach(self._current(LazySpan(partial(self._made, record)), kind, totals))
             self._open[event.span_id] = record
             return
         span = self._otel.start_span(name, context=context, kind=kind, attributes=attributes,
                                      start_time=self._ns(event))
-        token = otel_context.attach(trace.set_span_in_context(span)) if self._attach else None
-        self._open[event.span_id] = _Open(span, token, conversation_id, turn)
+        token = otel_context.attach(self._current(span, kind, totals)) if self._attach else None
+        self._open[event.span_id] = _Open(span, token, conversation_id, turn, totals)
+
+    @staticmethod
+    def _current(span: Span, kind: SpanKind, totals: AgentTotals | None) -> otel_context.Context:
+        """The context a span is current in: with the shift's totals, for anything that adds
+        to them, and, for a model call (CLIENT), the mark that it has its chat span already
+        (the wire instrumentor makes none of its own then)."""
+        context = trace.set_span_in_context(span)
+        if totals is not None:
+            context = otel_context.set_value(AGENT_TOTALS_KEY, totals, context)
+        if kind is SpanKind.CLIENT:
+            context = otel_context.set_value(MODEL_CALL_KEY, True, context)
+        return context
 
     def _made(self, record: _Open, end_attributes: dict[str, Any] | None = None) -> Span:
         """The record's OTel span, made now if it was waiting (for its end, then with
@@ -163,7 +180,7 @@ class SpanListener:
         return (parent.conversation_id, parent.turn) if parent is not None else (None, None)
 
     def _end(self, event: Any, attributes: dict[str, Any], error_type: str | None,
-             content: Callable[[Any], dict[str, Any]] | None = None, content_event: bool = False) -> None:
+             content: Callable[[Any], dict[str, Any]] | None = None) -> None:
         record = self._open.pop(event.span_id, None)
         if record is None:  # its start failed (counted then): nothing to end
             return
@@ -177,11 +194,11 @@ class SpanListener:
             span.set_attributes(attributes)
         if content is not None and self._content:
             found = content(event)
-            if found:
-                if self._on_span:
-                    span.set_attributes(found)
-                if content_event and self._on_event:
-                    span.add_event(sc.CONTENT_EVENT_NAME, found, timestamp=end)
+            # Content goes on the span only. The 1.41.1 content event is a log record with
+            # the content in structured form, which a span event (string attributes) is not:
+            # none is emitted (`cafe_otel.content.CaptureMode`).
+            if found and self._on_span:
+                span.set_attributes(found)
         if error_type:
             # No description: it would be free text; error.type says what failed.
             span.set_status(Status(StatusCode.ERROR))
@@ -195,20 +212,27 @@ class SpanListener:
         if self._content:
             span.record_exception(error, timestamp=at_ns)
         else:
-            # The message and stack trace may quote customer text: the type only.
-            span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: type(error).__name__},
+            # The message and stack trace may quote customer text: the type only, qualified.
+            span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: qualified_name(type(error))},
                            timestamp=at_ns)
 
     # --- per event ----------------------------------------------------------------------
     def _shift_started(self, event: ShiftStarted) -> None:
         self._start(event, mapping.shift_name(event), SpanKind.INTERNAL, mapping.shift_start(event),
-                    event.conversation_id, None)
+                    event.conversation_id, None, totals=AgentTotals())
         context = self._made(self._open[event.span_id]).get_span_context()
         if context.is_valid and context.trace_flags.sampled:  # a trace left out is on no backend
             self.trace_ids.append(f"{context.trace_id:032x}")
 
     def _shift_ended(self, event: ShiftEnded) -> None:
-        self._end(event, mapping.shift_end(event), event.error_type)
+        record = self._open.get(event.span_id)
+        attributes = mapping.shift_end(event)
+        if record is not None and record.totals is not None:
+            # The agent span sums up its model calls (and shows their content, when captured).
+            attributes.update(record.totals.attributes())
+            if self._on_span:
+                attributes.update(record.totals.content())
+        self._end(event, attributes, event.error_type)
 
     def _phase_started(self, event: PhaseStarted) -> None:
         conversation_id, turn = self._inherited(event)
@@ -226,8 +250,18 @@ class SpanListener:
                     at_end=self._defer and event.request.server_address is None)
 
     def _generation_ended(self, event: GenerationEnded) -> None:
-        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content,
-                  content_event=True)
+        record = self._open.get(event.span_id)
+        if record is not None and record.totals is not None:
+            result = event.result
+            found = mapping.generation_content(event) if self._on_span else {}
+            record.totals.add_call(
+                input_tokens=result.input_tokens if result else None,
+                output_tokens=result.output_tokens if result else None,
+                temperature=event.request.temperature,
+                finish_reasons=result.finish_reasons if result and result.finish_reasons else (),
+                input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
+                output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
+        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content)
 
     def _tool_started(self, event: ToolStarted) -> None:
         conversation_id, turn = self._inherited(event)

@@ -19,6 +19,15 @@ else
   echo "      skipped. Install Go >= 1.26, then run 'make test' again (it builds them once)."
 fi
 
+# MLflow for its end-to-end test (tests/e2e/test_mlflow.py), in its own cached venv, never this one.
+if ! bash scripts/mlflow-venv.sh >/dev/null; then
+  if [ "${CAFE_E2E_STRICT:-0}" = 1 ]; then
+    echo "error: CAFE_E2E_STRICT=1 but MLflow could not be installed (bash scripts/mlflow-venv.sh)" >&2
+    exit 1
+  fi
+  echo "note: MLflow could not be installed, so its end-to-end test will be skipped."
+fi
+
 # The page tests look through headless Chromium (Debian's package); as root with apt, install it.
 if ! command -v "${CAFE_CHROMIUM:-chromium}" >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -261,7 +261,6 @@ def test_content_captured_at_the_source_is_removed_by_the_collector(jaeger: Jaeg
         assert {
             "gen_ai.input.messages",
             "gen_ai.output.messages",
-            "gen_ai.system_instructions",
             "gen_ai.tool.call.arguments",
             "gen_ai.tool.call.result",
         } <= d_keys

@@ -117,9 +117,9 @@ def test_sdk_disabled_false_is_enabled():
     handle.shutdown(1.0)
 
 
-def test_configure_sets_nothing_global_and_each_tracer_is_fresh():
+def test_configure_told_not_to_sets_nothing_global_and_each_tracer_is_fresh():
     before = trace.get_tracer_provider()
-    handle = configure(exporter=InMemorySpanExporter(), environ={})
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, set_global=False)
     assert trace.get_tracer_provider() is before
     assert handle.tracer() is not handle.tracer()
     handle.shutdown(1.0)

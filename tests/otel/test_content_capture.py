@@ -72,9 +72,11 @@ def test_capture_on_puts_messages_on_spans_in_the_convention_shape():
     assert b"CANARY" in data  # the switch really switches
     chat = next(s for s in spans if s.attributes.get("gen_ai.response.id") == "canned-1")
     assert chat.name == "chat canned-barista-1"
+    # The system prompt is part of the chat history: it stays there (MLflow reads it from there).
     assert json.loads(chat.attributes["gen_ai.input.messages"]) == [
+        {"role": "system", "parts": [{"type": "text", "content": SYSTEM}]},
         {"role": "user", "parts": [{"type": "text", "content": CUSTOMER}]}]
-    assert json.loads(chat.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": SYSTEM}]
+    assert "gen_ai.system_instructions" not in chat.attributes
     assert json.loads(chat.attributes["gen_ai.output.messages"]) == [{
         "role": "assistant", "finish_reason": "tool_call", "parts": [
             {"type": "text", "content": OUTPUT_1},
@@ -89,8 +91,8 @@ def test_capture_on_puts_messages_on_spans_in_the_convention_shape():
     assert "not valid JSON" in json.loads(bad.attributes["gen_ai.tool.call.result"])["problems"][0]
     second = next(s for s in spans if s.attributes.get("gen_ai.response.id") == "canned-2")
     history = json.loads(second.attributes["gen_ai.input.messages"])
-    assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool"]
-    assert history[2]["parts"][0]["type"] == "tool_call_response"
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "tool", "tool"]
+    assert history[3]["parts"][0]["type"] == "tool_call_response"
     # Capture opens the GenAI content keys only: exception messages and stack traces are
     # still removed by the metadata processor.
     failed = next(s for s in spans if s.attributes.get("error.type") == "ValueError" and s.name.startswith("chat"))
@@ -104,12 +106,17 @@ def test_capture_without_the_processor_records_the_whole_exception():
     assert failed.events[0].attributes["exception.message"] == EXCEPTION
 
 
-def test_event_only_capture_puts_content_on_an_event_not_the_span():
-    _, spans = _run_shifts(capture_content="EVENT_ONLY")
+def test_event_only_capture_emits_no_span_event_that_is_not_the_spec_event_and_says_so():
+    # The spec's content event is a log record with structured content: a span event with
+    # JSON strings is not it, so none is emitted, and the account says content stays off.
+    data, spans = _run_shifts(capture_content="EVENT_ONLY")
     chat = next(s for s in spans if s.attributes.get("gen_ai.response.id") == "canned-1")
     assert "gen_ai.input.messages" not in chat.attributes
-    event = next(e for e in chat.events if e.name == "gen_ai.client.inference.operation.details")
-    assert json.loads(event.attributes["gen_ai.input.messages"])[0]["role"] == "user"
+    assert all(e.name != "gen_ai.client.inference.operation.details" for s in spans for e in s.events)
+    assert b"CANARY" not in data
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, capture_content="EVENT_ONLY", set_global=False)
+    assert "the content event is not emitted" in handle.account.summary()
+    handle.shutdown(1.0)
 
 
 def test_tool_spans_carry_arguments_and_result_at_their_own_end_time():

@@ -95,6 +95,7 @@ def test_messages_convert_to_the_genai_parts_shape():
         {"role": "tool", "tool_call_id": "c1", "content": '{"price_eur":1.6}'},
     ]
     assert content.input_messages(messages) == [
+        {"role": "system", "parts": [{"type": "text", "content": "Be kind."}]},
         {"role": "user", "parts": [{"type": "text", "content": "A latte"}]},
         {"role": "assistant", "parts": [
             {"type": "tool_call", "id": "c1", "name": "price_check", "arguments": {"item": "latte"}}]},

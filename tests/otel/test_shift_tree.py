@@ -27,6 +27,9 @@ EXPECTED_TREE = [
         "gen_ai.agent.name": "cafe-counter", "gen_ai.conversation.id": "shift-1",
         "gen_ai.request.model": MODEL, "cafe.stop_reason": "answered", "cafe.shift.turns": 3,
         "cafe.shift.tickets": 0,
+        # The agent span sums up its three model calls; the last one's finish reasons.
+        "gen_ai.usage.input_tokens": 220, "gen_ai.usage.output_tokens": 30, "gen_ai.request.temperature": 0.0,
+        "gen_ai.response.finish_reasons": ("stop",),
     }, [
         ("setup", "INTERNAL", {"cafe.phase": "setup"}, []),
         ("turn 1", "INTERNAL", {"cafe.phase": "turn", "cafe.turn": 1}, [
@@ -172,7 +175,9 @@ def test_an_exception_sets_error_type_status_and_an_exception_event(telemetry):
         assert span.status.status_code is StatusCode.ERROR
         assert span.status.description is None
         assert span.attributes["error.type"] == "Boom"
-        assert [(e.name, dict(e.attributes)) for e in span.events] == [("exception", {"exception.type": "Boom"})]
+        # exception.type is the fully qualified class; error.type the café's own short name.
+        qualified = f"{__name__}.test_an_exception_sets_error_type_status_and_an_exception_event.Boom"
+        assert [(e.name, dict(e.attributes)) for e in span.events] == [("exception", {"exception.type": qualified})]
 
 
 def test_a_failing_span_listener_is_counted_in_the_account_and_the_shift_goes_on():

@@ -1,0 +1,299 @@
+"""The `openai` SDK instrumentor on the wire seam: one chat span and the GenAI client metrics
+per call, sync, async and streamed, however the call ends; metadata only."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+import cafe.wire as wire
+from cafe_otel import configure, encode
+from cafe_otel import semconv as sc
+from cafe_otel.configure import TelemetryHandle
+from cafe_otel.instrumentation import OpenAIWireInstrumentor
+from cafe_otel.metrics_listener import DURATION_BUCKETS
+from tests.wire.openai_server import OpenAIServer
+
+KEY = "sk-test-instrumented-5b9e0c1d2f3a4b5c"
+SECRET_TEXT = "my card number is 4111 1111 1111 1111"
+MESSAGES = [{"role": "system", "content": "You are a barista."}, {"role": "user", "content": SECRET_TEXT}]
+
+
+class KeptMetrics(MetricExporter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: list[Any] = []
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        self.data.append(metrics_data)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        return None
+
+    def points(self, name: str) -> list[Any]:
+        found = []
+        for data in self.data[-1:]:  # cumulative: the last export holds everything
+            for resource in data.resource_metrics:
+                for scope in resource.scope_metrics:
+                    for metric in scope.metrics:
+                        if metric.name == name:
+                            found.extend(metric.data.data_points)
+        return found
+
+    def unit(self, name: str) -> str | None:
+        for resource in self.data[-1].resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        return str(metric.unit)
+        return None
+
+
+class Pipeline:
+    def __init__(self, **options: Any) -> None:
+        self.spans = InMemorySpanExporter()
+        self.metrics = KeptMetrics()
+        self.handle: TelemetryHandle = configure(exporter=self.spans, metric_exporter=self.metrics, environ={},
+                                                 set_global=False, **options)
+        self.instrumentor = OpenAIWireInstrumentor()
+
+    def __enter__(self) -> Pipeline:
+        self.instrumentor.instrument(telemetry=self.handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.instrumentor.uninstrument()
+        self.handle.shutdown(2.0)
+
+    def finished(self) -> list[ReadableSpan]:
+        self.handle.force_flush(2.0)
+        return list(self.spans.get_finished_spans())
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer.running() as running:
+        yield running
+
+
+def _client(server: OpenAIServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+
+
+def _attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def test_a_plain_call_is_one_client_span_with_the_request_and_the_answer(server: OpenAIServer) -> None:
+    with Pipeline() as pipeline:
+        _client(server).chat.completions.create(
+            model="gpt-test", messages=MESSAGES, max_tokens=5, temperature=0.5, top_p=0.9,  # type: ignore[arg-type]
+            frequency_penalty=0.1, presence_penalty=-0.2, stop=["###"], seed=7, n=2,
+            response_format={"type": "json_object"})
+        (span,) = pipeline.finished()
+    assert span.name == "chat gpt-test" and span.kind is SpanKind.CLIENT
+    assert span.instrumentation_scope is not None and span.instrumentation_scope.schema_url == sc.SCHEMA_URL
+    attributes = _attrs(span)
+    assert attributes[sc.GEN_AI_OPERATION_NAME] == "chat"
+    assert attributes[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    assert attributes[sc.GEN_AI_REQUEST_MODEL] == "gpt-test"
+    assert attributes[sc.GEN_AI_REQUEST_MAX_TOKENS] == 5
+    assert attributes[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.5
+    assert attributes[sc.GEN_AI_REQUEST_TOP_P] == 0.9
+    assert attributes[sc.GEN_AI_REQUEST_FREQUENCY_PENALTY] == 0.1
+    assert attributes[sc.GEN_AI_REQUEST_PRESENCE_PENALTY] == -0.2
+    assert attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] == ("###",)
+    assert attributes[sc.GEN_AI_REQUEST_SEED] == 7
+    assert attributes[sc.GEN_AI_REQUEST_CHOICE_COUNT] == 2
+    assert attributes[sc.GEN_AI_OUTPUT_TYPE] == "json"
+    assert attributes[sc.GEN_AI_REQUEST_STREAM] is False
+    assert attributes[sc.GEN_AI_RESPONSE_MODEL] == "gpt-test"
+    assert attributes[sc.GEN_AI_RESPONSE_ID].startswith("chatcmpl-")
+    assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+    assert attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 5
+    assert attributes[sc.SERVER_ADDRESS] == "127.0.0.1" and attributes[sc.SERVER_PORT] == server.port
+    assert sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK not in attributes
+    assert not any(key.startswith("cafe.") for key in attributes)  # café attributes on café spans only
+    assert span.status.status_code is StatusCode.UNSET
+
+
+def test_the_call_records_the_client_metrics_with_the_spec_buckets(server: OpenAIServer) -> None:
+    with Pipeline() as pipeline:
+        _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES, max_tokens=3)  # type: ignore[arg-type]
+    metrics = pipeline.metrics
+    (duration,) = metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+    assert tuple(duration.explicit_bounds) == DURATION_BUCKETS and duration.count == 1
+    assert dict(duration.attributes)[sc.GEN_AI_REQUEST_MODEL] == "gpt-test"
+    assert sc.ERROR_TYPE not in dict(duration.attributes)
+    tokens = {dict(p.attributes)[sc.GEN_AI_TOKEN_TYPE]: p.sum
+              for p in metrics.points(sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)}
+    assert tokens == {"input": 11, "output": 3}
+    # Not a streamed call: the chunk metrics are not reported (the spec: SHOULD NOT).
+    assert metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == []
+    assert metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK) == []
+
+
+def test_a_stream_is_marked_timed_to_its_first_chunk_and_its_chunks_recorded(server: OpenAIServer) -> None:
+    with Pipeline() as pipeline:
+        stream = _client(server).chat.completions.create(
+            model="gpt-test", messages=MESSAGES, stream=True, stream_options={"include_usage": True})  # type: ignore[arg-type]
+        chunks = list(stream)
+        (span,) = pipeline.finished()
+    attributes = _attrs(span)
+    assert attributes[sc.GEN_AI_REQUEST_STREAM] is True
+    first = attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
+    assert isinstance(first, float) and 0 <= first <= (span.end_time - span.start_time) / 1e9  # type: ignore[operator]
+    assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+    assert attributes[sc.GEN_AI_RESPONSE_ID] == chunks[0].id
+    metrics = pipeline.metrics
+    (first_chunk,) = metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK)
+    (per_chunk,) = metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK)
+    assert first_chunk.count == 1 and tuple(first_chunk.explicit_bounds) == DURATION_BUCKETS
+    assert per_chunk.count == len(chunks) - 1 and tuple(per_chunk.explicit_bounds) == DURATION_BUCKETS
+    assert metrics.unit(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == "s"
+    assert metrics.unit(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK) == "s"
+
+
+@pytest.mark.parametrize("how", ["closed", "collected"])
+def test_a_stream_left_early_still_ends_its_span(server: OpenAIServer, how: str) -> None:
+    with Pipeline() as pipeline:
+        stream = _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+        next(iter(stream))
+        if how == "closed":
+            stream.close()
+        else:
+            del stream
+            for _ in range(3):
+                gc.collect()
+        (span,) = pipeline.finished()
+    attributes = _attrs(span)
+    assert span.end_time is not None and attributes[sc.GEN_AI_REQUEST_STREAM] is True
+    assert sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attributes
+    assert span.status.status_code is StatusCode.UNSET  # leaving a stream is the caller's choice
+
+
+def test_async_calls_plain_and_streamed_each_get_their_span(server: OpenAIServer) -> None:
+    async def calls() -> None:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+        await asyncio.gather(*(client.chat.completions.create(model=f"m{n}", messages=MESSAGES)  # type: ignore[arg-type]
+                               for n in range(2)))
+        stream = await client.chat.completions.create(model="s", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+        async for _chunk in stream:
+            pass
+        await client.close()
+
+    with Pipeline() as pipeline:
+        asyncio.run(calls())
+        spans = {span.name: _attrs(span) for span in pipeline.finished()}
+    assert set(spans) == {"chat m0", "chat m1", "chat s"}
+    assert spans["chat s"][sc.GEN_AI_REQUEST_STREAM] is True
+    assert sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in spans["chat s"]
+    assert all(spans[name][sc.GEN_AI_USAGE_INPUT_TOKENS] == 11 for name in ("chat m0", "chat m1"))
+
+
+@pytest.mark.parametrize(("status", "error"), [(429, openai.RateLimitError), (500, openai.InternalServerError)])
+def test_an_error_answer_is_named_by_its_status_on_span_and_metric(server: OpenAIServer, status: int,
+                                                                    error: type[Exception]) -> None:
+    server.fail_next(status)
+    with Pipeline() as pipeline:
+        with pytest.raises(error):
+            _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        (span,) = pipeline.finished()
+    assert _attrs(span)[sc.ERROR_TYPE] == str(status)
+    assert span.status.status_code is StatusCode.ERROR and not span.status.description
+    (duration,) = pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+    assert dict(duration.attributes)[sc.ERROR_TYPE] == str(status)
+
+
+def test_a_timeout_is_its_own_error_type_with_a_qualified_exception_type(server: OpenAIServer) -> None:
+    server.delay(1.0)
+    with Pipeline() as pipeline:
+        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=0.2)
+        with pytest.raises(openai.APITimeoutError):
+            client.chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        (span,) = pipeline.finished()
+    assert _attrs(span)[sc.ERROR_TYPE] == "httpx2.ReadTimeout"
+    (event,) = span.events
+    assert event.name == "exception" and dict(event.attributes or {}) == {sc.EXCEPTION_TYPE: "httpx2.ReadTimeout"}
+
+
+def test_no_customer_text_and_no_key_in_any_exported_byte(server: OpenAIServer) -> None:
+    with Pipeline() as pipeline:
+        client = _client(server)
+        client.chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        for _chunk in client.chat.completions.create(model="gpt-test", messages=MESSAGES, stream=True):  # type: ignore[arg-type]
+            pass
+        spans = pipeline.finished()
+    exported = encode(spans)
+    assert len(spans) == 2
+    for text in (KEY, SECRET_TEXT, "barista", "latte"):
+        assert text.encode() not in exported
+
+
+def test_content_capture_puts_the_chat_history_system_prompt_included_on_the_span(server: OpenAIServer) -> None:
+    import json
+
+    with Pipeline(capture_content=True) as pipeline:
+        for _chunk in _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES, stream=True):  # type: ignore[arg-type]
+            pass
+        (span,) = pipeline.finished()
+    attributes = _attrs(span)
+    history = json.loads(attributes[sc.GEN_AI_INPUT_MESSAGES])
+    assert [message["role"] for message in history] == ["system", "user"]
+    assert history[0]["parts"] == [{"type": "text", "content": "You are a barista."}]
+    (answer,) = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
+    assert answer["role"] == "assistant" and answer["finish_reason"] == "stop"
+    assert answer["parts"][0]["content"].startswith("Sure one latte")
+    assert KEY not in json.dumps(attributes)
+
+
+def test_the_observer_never_fails_the_call_and_counts_what_it_failed_at(server: OpenAIServer) -> None:
+    class Broken:
+        def start_span(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("tracer down")
+
+    with Pipeline() as pipeline:
+        observer = pipeline.handle.wire_observer()
+        assert observer is not None
+        observer.tracer = Broken()  # type: ignore[assignment]
+        with wire.intercept([observer]):
+            reply = _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content
+    assert pipeline.handle.account.snapshot().mirror_errors >= 1
+
+
+def test_recording_and_telemetry_stack_on_one_interception(server: OpenAIServer) -> None:
+    heard: list[str] = []
+
+    class Probe:
+        def start(self, request: wire.WireRequest) -> None:
+            heard.append(request.path)
+
+    with Pipeline() as pipeline, wire.intercept([Probe()]):
+        assert len(wire.installed()) == 2
+        _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        (span,) = pipeline.finished()
+    assert heard == ["/v1/chat/completions"] and span.name == "chat gpt-test"
+    assert wire.installed() == ()
+
+
+def test_other_requests_are_not_chat_spans(server: OpenAIServer) -> None:
+    with Pipeline() as pipeline:
+        with pytest.raises(openai.APIStatusError):  # the test server has no GET routes
+            _client(server).models.list()
+        assert pipeline.finished() == []
