@@ -15,11 +15,21 @@ A metric export's outcome is `otel.sdk.exporter.metric_data_point.exported`, cou
 data points (a cumulative point goes out again at every export), with the same causes.
 `points()` gives them under those names.
 
-Three outcomes, never two: an export still in flight when shutdown's bound ran out is
-neither delivered nor lost (a receiver may yet store all of it), so it is counted
-`unconfirmed`, as the SDK's `otel.sdk.exporter.span.inflight` (and
-`...metric_data_point.inflight`) counts what was handed to the exporter and has no
-outcome yet.
+Three outcomes, never two. An export still in flight when shutdown's bound ran out is
+settled by its attempts at the transport (`cafe_otel.attempts`):
+- `unconfirmed`, neither delivered nor lost, when a receiver may yet store all of it: an
+  attempt was sent and not answered, or one ended without saying whether it arrived (a
+  timeout after sending, a connection dropped mid-answer), or nothing could be seen at the
+  transport (an exporter of the caller's own). It is counted as the SDK's
+  `otel.sdk.exporter.span.inflight` (and `...metric_data_point.inflight`) counts what was
+  handed to the exporter and has no outcome yet;
+- dropped, as export failed under the last failure's kind (`ConnectionError`,
+  `UNAVAILABLE`, an HTTP status), when no attempt was out and every one ended before
+  reaching a receiver or was refused by it: the exporter was only waiting to retry, and no
+  attempt leaves after the bound, so nothing of it is delivered before exit;
+- dropped, as export failed under `shutdown_timeout`, when no attempt had started;
+- exported when its last attempt was answered success and only the exporter's return was
+  still to come.
 """
 
 from __future__ import annotations

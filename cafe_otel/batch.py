@@ -10,7 +10,8 @@ for 30 s. Ours has a bounded, non-blocking queue (a full queue drops the new spa
 it), one daemon worker, and puts every exporter call (export, force_flush, shutdown) through
 the fail-soft boundary, so an exporter that raises, hangs or fails costs a count, never the
 worker. Every sampled span handed to `on_end` is settled exactly once: exported, or dropped
-with a cause, or unconfirmed when shutdown's bound ends before its export answers (see
+with a cause, or unconfirmed when shutdown's bound ends before its export answers and the
+attempts counted at the transport (`cafe_otel.attempts`) leave its delivery unknown (see
 `cafe_otel.account`), whatever the exporter does.
 
 `prepare` (the metadata-only check, `cafe_otel.metadata_processor.SpanSanitiser`) runs on
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
 from cafe_otel.account import (
@@ -42,6 +43,7 @@ from cafe_otel.account import (
     SHUTDOWN_TIMEOUT,
     TelemetryAccount,
 )
+from cafe_otel.attempts import AttemptLog, InFlight
 from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
 from cafe_otel.partial_success import refusal_status, rejected_count
 from cafe_otel.processor_metrics import ProcessorMetrics
@@ -88,6 +90,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         rejected: Callable[[], int] | None = None,
         refused: Callable[[], int | None] | None = None,
         prepare: Callable[[ReadableSpan], ReadableSpan] | None = None,
+        attempts: AttemptLog | None = None,
     ) -> None:
         """An export that has not answered within `export_timeout` + `export_grace` seconds
         has its batch counted as lost and the worker moves on (the grace lets an OTLP
@@ -100,7 +103,10 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         `refused`, when given, says after such an export the status of an answer that was not
         2xx (a redirect the exporter called a success): then the whole batch is lost.
         `prepare`, when given, turns each span into what may be exported, on the worker
-        (see the module's text)."""
+        (see the module's text).
+        `attempts`, when given, counts the exporter's attempts at the transport: at shutdown's
+        bound it tells an export that may yet be stored (unconfirmed) from one that is only
+        waiting to retry after attempts that delivered nothing (lost)."""
         if max_queue_size < 1 or max_export_batch_size < 1:
             raise ValueError("queue and batch sizes must be positive")
         # A zero delay would spin the worker; NaN or inf would kill it in Condition.wait.
@@ -112,6 +118,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._rejected = rejected
         self._refused = refused
         self._prepare = prepare
+        self._attempts = attempts
         self.account = account if account is not None else TelemetryAccount()
         self._max_queue = max_queue_size
         self._batch = max_export_batch_size
@@ -178,7 +185,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
                 self._rejected_count(0)
                 self._refusal()
                 if spans:
-                    self._settle(batch, self._exports.call(self._exporter.export, spans))
+                    self._settle(batch, self._exports.call(self._export, spans))
                 else:
                     batch.settle(self._settle_lock)  # nothing left to export; each loss is counted
             with self._cond:
@@ -210,9 +217,18 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             return []  # shutdown already counted the whole batch
         return clean
 
+    def _export(self, spans: list[ReadableSpan]) -> object:
+        # On the thread that runs the export, so an export not attempted (busy) counts none.
+        if self._attempts is not None:
+            self._attempts.start_export()
+        return self._exporter.export(spans)
+
     def _settle(self, batch: _Batch, outcome: Outcome) -> None:
         if not batch.settle(self._settle_lock):
-            return  # shutdown already counted it as lost
+            return  # shutdown already counted it
+        self._count(batch, outcome)
+
+    def _count(self, batch: _Batch, outcome: Outcome) -> None:
         refusal = self._refusal() if export_succeeded(outcome) else None
         if refusal is not None:
             self.account.add_export_failed(
@@ -262,6 +278,29 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             self.account.note_error(f"force_flush of {self._target}: {outcome.why}")
         return outcome.ok and outcome.value is not False
 
+    def _settle_in_flight(self, batch: _Batch, why: str) -> None:
+        """An export that has not returned by shutdown's bound: what its attempts say."""
+        if self._attempts is None or not self._attempts.attached:  # nothing seen: no answer is not a loss
+            self.account.add_unconfirmed(batch.count, f"an export to {self._target} was still in flight when {why}")
+            return
+        attempts = self._attempts.withdraw()  # no attempt of it leaves after this verdict
+        verdict = attempts.in_flight()
+        if verdict is InFlight.DELIVERED:
+            # Answered 2xx (or gRPC OK) and the exporter not yet returned: its verdict is SUCCESS.
+            self._count(batch, Outcome(value=SpanExportResult.SUCCESS))
+        elif verdict is InFlight.DROPPED and attempts.last is not None:
+            self.account.add_export_failed(
+                batch.count, f"export to {self._target}: not delivered before exit; every attempt failed "
+                             f"before reaching a receiver (last: {attempts.last.kind}) and the exporter was "
+                             f"waiting to retry when {why}", attempts.last.kind)
+        elif verdict is InFlight.UNSENT:  # handed to the exporter, never to the transport
+            self.account.add_export_failed(
+                batch.count, f"export to {self._target}: not sent before exit; no attempt had started when {why}",
+                SHUTDOWN_TIMEOUT)
+        else:  # the receiver may still store every span of it
+            self.account.add_unconfirmed(batch.count, f"an export to {self._target} was still in flight when "
+                                                      f"{why}: {attempts.why_unconfirmed()}")
+
     def shutdown(self, timeout: float | None = None) -> None:
         """Export what is queued within `timeout` seconds; count what is left as lost."""
         bound = self._shutdown_timeout if timeout is None else timeout
@@ -285,9 +324,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             if self._metrics is not None:
                 self._metrics.dropped(left, SHUTDOWN_TIMEOUT)
         if in_flight is not None and in_flight.settle(self._settle_lock):
-            # No answer yet is not a loss: the receiver may still store every span of it.
-            self.account.add_unconfirmed(in_flight.count, f"an export to {self._target} was still in flight "
-                                         f"when {why}")
+            self._settle_in_flight(in_flight, why)
         # The exporter's own shutdown gets what is left of the bound; started even when none
         # is (an OTLP exporter's shutdown is what ends its retry sleep), never waited past it.
         outcome = self._control.call(self._exporter.shutdown, timeout=deadline - time.monotonic())

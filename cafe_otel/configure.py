@@ -52,6 +52,7 @@ from cafe_otel._config.signal import checked_headers
 from cafe_otel._environment import span_limits
 from cafe_otel.account import TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
+from cafe_otel.attempts import AttemptLog, watch_grpc_exporter, watch_http_session
 from cafe_otel.batch import BoundedBatchSpanProcessor
 from cafe_otel.content import CaptureMode, content_scrubber
 from cafe_otel.grpc_extra import grpc_exporter
@@ -101,11 +102,12 @@ def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str
 
 
 def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
-                        rejections: RejectionCounter | None = None) -> SpanExporter:
+                        rejections: RejectionCounter | None = None,
+                        attempts: AttemptLog | None = None) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
     # `tls` is the traces' (`cafe_otel.tls`); none given: the settings' own.
     # `rejections` reads each OTLP/HTTP answer for spans rejected in a 2xx (gRPC's exporter
-    # hands no answer back).
+    # hands no answer back). `attempts` counts its attempts at the transport (`cafe_otel.attempts`).
     tls = settings.tls if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
@@ -119,6 +121,8 @@ def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
             timeout=settings.export_timeout,
             compression=grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression,
         )
+        if attempts is not None:
+            watch_grpc_exporter(exporter, attempts)
         return exporter
     import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
@@ -139,6 +143,8 @@ def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
     tls.set_on(session)
     if rejections is not None:
         rejections.attach(session)
+    if attempts is not None:
+        watch_http_session(session, attempts)
     return exporter
 
 
@@ -316,8 +322,9 @@ def configure(
         exporter, rejections = ConsoleSpanExporter(), None
         if metrics is None and metric_exporter is None and not env.get("OTEL_METRICS_EXPORTER", "").strip():
             metrics = False  # no metrics to a Collector nobody started
+    attempts = AttemptLog() if exporter is None else None
     inner = exporter if exporter is not None else build_otlp_exporter(
-        settings, settings.tls, rejections)
+        settings, settings.tls, rejections, attempts)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
@@ -338,6 +345,7 @@ def configure(
         refused=rejections.take_refusal if rejections is not None else None,
         # On the worker, before the exporter encodes anything (see `cafe_otel.batch`).
         prepare=sanitiser,
+        attempts=attempts,
     )
     provider = TracerProvider(
         resource=resource if resource is not None else build_resource(settings, replay=replay),
@@ -363,14 +371,16 @@ def configure(
         handle.metric_settings = metric_settings
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
                             if metric_exporter is None and metric_settings.protocol != GRPC else None)
+        point_attempts = AttemptLog() if metric_exporter is None else None
         inner_metrics = (metric_exporter if metric_exporter is not None else
-                         build_otlp_metric_exporter(metric_settings, point_rejections))
+                         build_otlp_metric_exporter(metric_settings, point_rejections, point_attempts))
         ours = InProcessMetrics(our_scope())
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
             explicit_exporter=metric_exporter is not None, ours=ours,
             rejected=point_rejections.take if point_rejections is not None else None,
-            refused=point_rejections.take_refusal if point_rejections is not None else None)
+            refused=point_rejections.take_refusal if point_rejections is not None else None,
+            attempts=point_attempts)
         handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()

@@ -4,11 +4,13 @@
 interface: an export never raises and never outlasts its bound, and every data point handed
 to it is settled in the account as exported or dropped with a cause (`timeout`, `busy`,
 `failure`, the exception's class name), under the SDK's own self-observability name
-`otel.sdk.exporter.metric_data_point.exported`. The reader (`MergingMetricReader`) exports
-every `export_interval` what the MeterProvider holds and our own streams
-(`InProcessMetrics`, which the handle's `MetricsListener` records into); at shutdown the
-handle gives the exporter a deadline, so the final export (a shift shorter than the
-interval has only that one) is bounded like the spans'.
+`otel.sdk.exporter.metric_data_point.exported`, or, for a final export still in flight at
+shutdown's deadline, by what its attempts at the transport say (`cafe_otel.attempts`):
+unconfirmed while one may yet be stored, dropped when every attempt delivered nothing.
+The reader (`MergingMetricReader`) exports every `export_interval` what the MeterProvider
+holds and our own streams (`InProcessMetrics`, which the handle's `MetricsListener` records
+into); at shutdown the handle gives the exporter a deadline, so the final export (a shift
+shorter than the interval has only that one) is bounded like the spans'.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import TIMEOUT, FailSoft
-from cafe_otel.account import REJECTED, TelemetryAccount
+from cafe_otel.account import REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel.aggregation import InProcessMetrics
+from cafe_otel.attempts import AttemptLog, InFlight, watch_grpc_exporter, watch_http_session
 from cafe_otel.failsoft import GRACE_SECONDS
 from cafe_otel.grpc_extra import grpc_exporter
 from cafe_otel.metric_reader import MergingMetricReader
@@ -45,10 +48,11 @@ def count_points(data: MetricsData) -> int:
 class FailSoftMetricExporter(MetricExporter):
     def __init__(self, inner: MetricExporter, *, account: TelemetryAccount, export_timeout: float,
                  target: str = "metrics exporter", rejected: Callable[[], int] | None = None,
-                 refused: Callable[[], int | None] | None = None) -> None:
+                 refused: Callable[[], int | None] | None = None, attempts: AttemptLog | None = None) -> None:
         # `rejected`: after an export the exporter called a success, how many of its points
         # the receiver rejected (OTLP partial success, `cafe_otel.partial_success`); `refused`:
-        # the status of an answer that was not 2xx (a redirect), when the exporter called it a success.
+        # the status of an answer that was not 2xx (a redirect), when the exporter called it a success;
+        # `attempts`: the inner exporter's attempts at the transport.
         super().__init__(preferred_temporality=inner._preferred_temporality,
                          preferred_aggregation=inner._preferred_aggregation)
         self.inner = inner
@@ -57,6 +61,7 @@ class FailSoftMetricExporter(MetricExporter):
         self._target = target
         self._rejected = rejected
         self._refused = refused
+        self._attempts = attempts
         self._exports = FailSoft(export_timeout + GRACE_SECONDS, name="cafe-otel-metrics-export")
         self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-metrics-control")
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
@@ -115,7 +120,8 @@ class FailSoftMetricExporter(MetricExporter):
         self._rejected_count(0)
         self._refusal()
         outcome = self._exports.call(
-            lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000), timeout=wait)
+            lambda: self._attempted(lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000)),
+            timeout=wait)
         succeeded = outcome.ok and outcome.value is MetricExportResult.SUCCESS
         refusal = self._refusal() if succeeded else None
         if refusal is not None:
@@ -124,10 +130,10 @@ class FailSoftMetricExporter(MetricExporter):
                         "nothing was delivered", str(refusal))
             return MetricExportResult.FAILURE
         if outcome.error_type == TIMEOUT and self._deadline is not None and wait < wanted:
-            # Cut short by shutdown's deadline, not by the export's own bound: no answer yet.
-            self.account.add_metric_points_unconfirmed(
-                points, f"a metrics export to {self._target} was still in flight when shutdown's bound ran out")
-            return MetricExportResult.FAILURE
+            # Cut short by shutdown's deadline, not by the export's own bound.
+            if self._settle_in_flight(points) is not InFlight.DELIVERED:
+                return MetricExportResult.FAILURE
+            succeeded = True
         if succeeded:
             rejected = self._rejected_count(points)
             self.account.add_metric_points_exported(points - rejected)
@@ -140,6 +146,37 @@ class FailSoftMetricExporter(MetricExporter):
         self.account.add_metric_points_dropped(
             points, f"metrics export to {self._target}: {outcome.why or 'the exporter returned FAILURE'}", cause)
         return MetricExportResult.FAILURE
+
+    def _attempted(self, export: Callable[[], MetricExportResult]) -> MetricExportResult:
+        # On the thread that runs the export, so an export not attempted (busy) counts none.
+        if self._attempts is not None:
+            self._attempts.start_export()
+        return export()
+
+    def _settle_in_flight(self, points: int) -> InFlight:
+        """Count an export that has not returned by shutdown's deadline by what its attempts
+        say; `DELIVERED` is left to the caller, to count as a success."""
+        why = "shutdown's bound ran out"
+        if self._attempts is None or not self._attempts.attached:  # nothing seen: no answer is not a loss
+            self.account.add_metric_points_unconfirmed(
+                points, f"a metrics export to {self._target} was still in flight when {why}")
+            return InFlight.UNCONFIRMED
+        attempts = self._attempts.withdraw()  # no attempt of it leaves after this verdict
+        verdict = attempts.in_flight()
+        if verdict is InFlight.DROPPED and attempts.last is not None:
+            self.account.add_metric_points_dropped(
+                points, f"metrics export to {self._target}: not delivered before exit; every attempt failed "
+                        f"before reaching a receiver (last: {attempts.last.kind}) and the exporter was waiting "
+                        f"to retry when {why}", attempts.last.kind)
+        elif verdict is InFlight.UNSENT:
+            self.account.add_metric_points_dropped(
+                points, f"metrics export to {self._target}: not sent before exit; no attempt had started when "
+                        f"{why}", SHUTDOWN_TIMEOUT)
+        elif verdict is InFlight.UNCONFIRMED:
+            self.account.add_metric_points_unconfirmed(
+                points, f"a metrics export to {self._target} was still in flight when {why}: "
+                        f"{attempts.why_unconfirmed()}")
+        return verdict
 
     def _rejected_count(self, sent: int) -> int:
         return rejected_count(self._rejected, sent, self.account.note_error, f"metrics export to {self._target}")
@@ -157,8 +194,8 @@ class FailSoftMetricExporter(MetricExporter):
                            timeout=self._bound(min(timeout_millis / 1000, self.export_timeout)))
 
 
-def build_otlp_metric_exporter(metric_settings: MetricSettings,
-                               rejections: RejectionCounter | None = None) -> MetricExporter:
+def build_otlp_metric_exporter(metric_settings: MetricSettings, rejections: RejectionCounter | None = None,
+                               attempts: AttemptLog | None = None) -> MetricExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
     # Protocol, endpoint, headers, compression and TLS are the metrics' own (`MetricSettings.exporter`).
     tls = metric_settings.tls
@@ -177,6 +214,8 @@ def build_otlp_metric_exporter(metric_settings: MetricSettings,
             preferred_temporality=metric_settings.preferred_temporality(),
             preferred_aggregation=metric_settings.preferred_aggregation(),
         )
+        if attempts is not None:
+            watch_grpc_exporter(exporter, attempts)
         return exporter
     import requests
     from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
@@ -199,6 +238,8 @@ def build_otlp_metric_exporter(metric_settings: MetricSettings,
     tls.set_on(session)
     if rejections is not None:
         rejections.attach(session)
+    if attempts is not None:
+        watch_http_session(session, attempts)
     return exporter
 
 
@@ -212,11 +253,12 @@ def build_meter_provider(
     ours: InProcessMetrics,
     rejected: Callable[[], int] | None = None,
     refused: Callable[[], int | None] | None = None,
+    attempts: AttemptLog | None = None,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
     target = (f"{metric_settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
               else type(inner).__name__)
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
-                                      target=target, rejected=rejected, refused=refused)
+                                      target=target, rejected=rejected, refused=refused, attempts=attempts)
     reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
                                  export_timeout=metric_settings.export_timeout,
                                  on_failure=lambda report: account.add_mirror_error(str(report)))
