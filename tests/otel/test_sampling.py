@@ -115,16 +115,26 @@ def test_metrics_count_every_call_whatever_the_sampler() -> None:
 
 
 def test_the_cli_names_only_traces_it_sent() -> None:
+    from tests.otel.test_cli_plugin import Receiver
+
+    receiver = Receiver()
+    receiver.thread.start()
+
     def notes(sampler: str) -> list[str]:
         out, err = io.StringIO(), io.StringIO()
-        code = main(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"],
+        # A receiver that stores them: a trace note names only spans delivered.
+        code = main(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"],
                     environ={"OTEL_TRACES_SAMPLER": sampler, "OTEL_METRICS_EXPORTER": "none"},
                     out=out, err=err, load_plugins=lambda warn: [plugin])
         assert code == 0, err.getvalue()
         return [line for line in (out.getvalue() + err.getvalue()).splitlines() if line.startswith("trace: ")]
 
-    assert len(notes("always_on")) == 1
-    assert notes("always_off") == []  # a trace left out is on no backend: no id to look up
+    try:
+        assert len(notes("always_on")) == 1
+        assert notes("always_off") == []  # a trace left out is on no backend: no id to look up
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
 
 
 def test_a_sampler_cafe_does_not_build_stops_the_cli_with_its_exit_code() -> None:
