@@ -3,6 +3,8 @@ message that says what and where, without customer text or secrets."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class CafeError(Exception):
     """Base of every error the harness raises on purpose."""
@@ -63,3 +65,15 @@ class ScriptError(CafeError):
     """A customer script or consent-decision file that cannot be used."""
 
     exit_code = 23
+
+
+class Unwritable(CafeError):
+    """A file that cannot be written as asked: a path that is not a regular file of our own,
+    one that would destroy an input, a recording or an existing private file, or a write
+    that failed. `what` is what was being written (`the recording`, `the page`)."""
+
+    exit_code = 38
+
+    def __init__(self, path: Path | str, why: str, *, what: str = "the file") -> None:
+        self.path, self.why, self.what = Path(path), why, what
+        super().__init__(f"{path}: cannot write {what} ({why})")

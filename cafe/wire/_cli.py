@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cafe.argtypes import file_to_read
-from cafe.errors import CafeError, UsageError
+from cafe.errors import CafeError, Unwritable, UsageError
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.modes import RecordMode
 
@@ -111,7 +111,7 @@ def run_hook(plan: Mapping[str, Any]) -> None:
                 uninstall(layer)
                 try:
                     recorder.close()
-                except RecordingError as error:
+                except (RecordingError, Unwritable) as error:
                     _write_status(status, error)
                     return
                 with open(status, "w", encoding="utf-8") as out:
@@ -138,7 +138,7 @@ def run_hook(plan: Mapping[str, Any]) -> None:
                 json.dump({"calls": source.served}, out)
 
         atexit.register(check_replay)
-    except RecordingError as error:
+    except (RecordingError, Unwritable) as error:
         _write_status(status, error)
 
 
@@ -193,7 +193,8 @@ def _exit_code(code: int) -> int:
 
 
 def _cmd_record(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    from cafe.recording.writer import check_target, link_no_clobber, partial_path
+    from cafe._files import link_no_clobber
+    from cafe.recording.writer import check_target, partial_path
 
     command = _command(args)
     target = Path(args.recording)
