@@ -2,7 +2,7 @@
 destroying what the command reads.
 
 No output replaces a file the command reads (the same file, by device and inode, whatever
-the path says), a recording (a file whose first line is a cafe recording header or a plain
+the path says), a recording (a file whose first line is a recording header or a plain
 `{request, response}` line), or anything that is not a regular file of our own. Output that
 holds conversation content is created 0600, like a recording, and never replaces an existing
 file. The file is written beside the target and renamed into place (`cafe._files`).
