@@ -20,7 +20,7 @@ from importlib import metadata
 from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
-from cafe.argtypes import attach_values, file_to_read
+from cafe.argtypes import attach_values, file_to_read, path_argument
 from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
@@ -124,22 +124,9 @@ def _parse_decision(text: str) -> Decision:
     return (kind, value)
 
 
-def _recording_path(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file path (an empty path records nothing)")
-    return text
-
-
-def _script_path(text: str) -> str:
-    if not text.strip():  # an empty one was taken for no --script: the default order ran instead
-        raise argparse.ArgumentTypeError("needs a file of customer lines (an empty path names none)")
-    return text
-
-
-def _page_path(text: str) -> str:
-    if not text.strip():  # an empty one was taken for no --report at all: no page, and no word of it
-        raise argparse.ArgumentTypeError("needs a file path for the page")
-    return text
+_recording_path = path_argument("a file path to record to")
+_script_path = path_argument("a file of customer lines")
+_page_path = path_argument("a file path for the page")
 
 
 def _positive(text: str) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cafe._files import reason, write_private
-from cafe.argtypes import file_to_read
+from cafe.argtypes import file_to_read, path_argument
 from cafe.errors import Unwritable
 from cafe.privacy import Scrubber, scrubbed, shown_json, structure_scrubber
 from cafe.recording.errors import ReplayError
@@ -127,18 +127,11 @@ def write_private_page(path: Path | str, text: str) -> Path:
     return path
 
 
-def _page_argument(text: str) -> str:
-    # Path("") is ".", a directory that exists: the page was refused as "it exists".
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file path for the page")
-    return text
-
-
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
     parser.add_argument("path", type=file_to_read, help="the recording to show (any version cafe reads)")
-    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=_page_argument,
+    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=path_argument("a file path for the page"),
                         help="the page to create (never overwritten)")
     parser.add_argument("--allow-truncated", action="store_true",
                         help="show the complete calls of a recording whose last line was cut short")

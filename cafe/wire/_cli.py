@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from cafe.argtypes import file_to_read
+from cafe.argtypes import file_to_read, path_argument
 from cafe.errors import CafeError, Unwritable, UsageError
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.modes import RecordMode
@@ -280,7 +280,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """`cafe record` and `cafe replay-run`."""
     record = commands.add_parser(
         "record", help="run a Python program, recording its model calls (httpx2, the openai SDK's) to a file")
-    record.add_argument("recording", metavar="REC", help="where to write the recording (JSONL, private: 0600)")
+    record.add_argument("recording", metavar="REC", type=path_argument("a file path to record to"),
+                        help="where to write the recording (JSONL, private: 0600)")
     record.add_argument("--record-mode", choices=["once", "all"], default="once",
                         help="once: never overwrite a recording (default); all: re-record")
     record.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
