@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cafe.argtypes import AttachedValue, file_to_read, path_argument
-from cafe.errors import CafeError
+from cafe.errors import CafeError, UsageError
 from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock
@@ -56,8 +56,8 @@ class TelemetryExportFailed(CafeError):
     exit_code = 48
 
 
-class NothingToExportTo(CafeError):
-    exit_code = 2
+class NothingToExportTo(UsageError):
+    """`cafe export` was given no endpoint and no `--out`."""
 
 
 def _seconds(text: str) -> float:
