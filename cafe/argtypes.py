@@ -7,12 +7,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def file_to_read(text: str) -> str:
-    """A path given on the command line; an empty one is a usage error (exit 2), not `.`,
-    which `Path("")` is and which every command then called a directory."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file path (an empty path names no file)")
-    return text
+def path_argument(what: str, *, kind: str = "file") -> Callable[[str], str]:
+    """The argument type of a path on the command line, `what` saying what it names (`a file
+    of customer lines`). An empty or blank path is a usage error (exit 2), not `Path("")`,
+    which is `.`: a directory that exists, which a command would read, write or refuse."""
+
+    def path(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"needs {what} (an empty path names no {kind})")
+        return text
+
+    path.__name__ = "path"  # argparse names the type in its own messages
+    return path
+
+
+file_to_read = path_argument("a file path")
 
 
 class AttachedValue(argparse.Action):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import random
@@ -20,7 +21,7 @@ from importlib import metadata
 from typing import Any, NoReturn, TextIO, cast
 
 from cafe import view
-from cafe.argtypes import attach_values, file_to_read
+from cafe.argtypes import attach_values, file_to_read, path_argument
 from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.select import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
@@ -124,22 +125,9 @@ def _parse_decision(text: str) -> Decision:
     return (kind, value)
 
 
-def _recording_path(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file path (an empty path records nothing)")
-    return text
-
-
-def _script_path(text: str) -> str:
-    if not text.strip():  # an empty one was taken for no --script: the default order ran instead
-        raise argparse.ArgumentTypeError("needs a file of customer lines (an empty path names none)")
-    return text
-
-
-def _page_path(text: str) -> str:
-    if not text.strip():  # an empty one was taken for no --report at all: no page, and no word of it
-        raise argparse.ArgumentTypeError("needs a file path for the page")
-    return text
+_recording_path = path_argument("a file path to record to")
+_script_path = path_argument("a file of customer lines")
+_page_path = path_argument("a file path for the page")
 
 
 def _positive(text: str) -> int:
@@ -180,7 +168,10 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
-def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
+def _build_parser(plugins: Sequence[CliPlugin],
+                  new_id: Callable[[], str] = new_conversation_id) -> argparse.ArgumentParser:
+    """The `cafe` parser. Every command, a plugin's included, sets `run(args, environ, out, err)`:
+    main calls it and nothing else."""
     parser = _Parser(prog="cafe", description=(__doc__ or "cafe").splitlines()[0])
     parser.add_argument("--version", action=_ShowVersion, help="print cafe's version and exit")
     # Its parsers are _Parsers; registrars take any ArgumentParser's subcommands.
@@ -199,7 +190,10 @@ def _build_parser(plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
     shift.add_argument("--seed", type=int, help="seed for the shift's RNG (default: random, printed)")
     shift.add_argument("--max-turns", type=_positive, default=8, help="turn cap (default 8)")
 
+    shift.set_defaults(run=functools.partial(_cmd_shift, plugins=plugins, new_id=new_id))
+
     replay = commands.add_parser("replay", help="replay a recording with zero model calls")
+    replay.set_defaults(run=functools.partial(_cmd_replay, plugins=plugins))
     replay.add_argument("path", type=file_to_read, help="the recording to replay")
     replay.add_argument("--script", type=_script_path, help="customer lines (default: those the recording holds)")
     replay.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
@@ -313,8 +307,8 @@ def _open_telemetry(
     return None
 
 
-def _cmd_shift(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
-               out: TextIO, err: TextIO, new_id: Callable[[], str]) -> int:
+def _cmd_shift(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO, *,
+               plugins: Sequence[CliPlugin], new_id: Callable[[], str]) -> int:
     script = _read_script(args.script) if args.script is not None else list(DEFAULT_SCRIPT)
     decisions = [_parse_decision(d) for d in args.decision] if args.decision else list(DEFAULT_DECISIONS)
     seed, rng = _seeded(args.seed)
@@ -390,8 +384,8 @@ def _write_report(page: str, recording: Recording, error: ReplayError, environ: 
     out.write(f"wrote the mismatch report {page} (private, mode 0600)\n")
 
 
-def _cmd_replay(args: argparse.Namespace, plugins: Sequence[CliPlugin], environ: Mapping[str, str],
-                out: TextIO, err: TextIO) -> int:
+def _cmd_replay(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO, *,
+                plugins: Sequence[CliPlugin]) -> int:
     recording = load_recording(args.path, allow_truncated=args.allow_truncated)
     _, rng = _seeded(recording.header.seed or 0)
     origin_ns = recording.header.clock_origin_unix_nano or 0
@@ -480,12 +474,8 @@ def _main(argv: Sequence[str] | None, environ: Mapping[str, str], escaping_out: 
 
         with terminated_as_interrupt():
             plugins = load_plugins(warn)
-            parser = _build_parser(plugins)
+            parser = _build_parser(plugins, new_conversation_id)
             args = parser.parse_args(attach_values(parser, sys.argv[1:] if argv is None else argv))
-            if args.command == "shift":
-                return _cmd_shift(args, plugins, environ, out, err, new_conversation_id)
-            if args.command == "replay":
-                return _cmd_replay(args, plugins, environ, out, err)
             code: int = args.run(args, environ, out, err)
             return code
     except _VersionAsked:

@@ -15,8 +15,8 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cafe.errors import ConfigurationError
 from cafe_otel._config.numbers import ascii_whole
+from cafe_otel._config.parse import TelemetryConfigError
 from cafe_otel._config.variables import SDK_IMPORT_LIMIT, SPAN_LIMIT_VARIABLES
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ NO_LIMIT = None  # the SDK's "unset"
 _DEFAULT_COUNT = 128
 
 
-class SpanLimitError(ConfigurationError):
+class SpanLimitError(TelemetryConfigError):
     """A span limit variable that is not a whole number (or `unset`); its value is not shown."""
 
     def __init__(self, variable: str) -> None:

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cafe.argtypes import AttachedValue, file_to_read
-from cafe.errors import CafeError
+from cafe.argtypes import AttachedValue, file_to_read, path_argument
+from cafe.errors import CafeError, UsageError
 from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock
@@ -56,8 +56,8 @@ class TelemetryExportFailed(CafeError):
     exit_code = 48
 
 
-class NothingToExportTo(CafeError):
-    exit_code = 2
+class NothingToExportTo(UsageError):
+    """`cafe export` was given no endpoint and no `--out`."""
 
 
 def _seconds(text: str) -> float:
@@ -261,7 +261,7 @@ class OTelCliPlugin:
             "export", help="turn a recording into OpenTelemetry spans and send them (or write OTLP)")
         export.add_argument("recording", type=file_to_read,
                             help="a cafe recording or a plain {request, response} JSONL file")
-        export.add_argument("--out", metavar="FILE.otlp",
+        export.add_argument("--out", metavar="FILE.otlp", type=path_argument("a file path for the spans"),
                             help="write OTLP protobuf bytes to FILE instead of sending (deterministic)")
         export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
         export.add_argument("--allow-truncated", action="store_true",

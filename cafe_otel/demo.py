@@ -28,6 +28,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, MetricExporter,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from cafe.argtypes import path_argument
 from cafe.clients.story import StoryClient
 from cafe.consent import make_responder
 from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
@@ -318,18 +319,12 @@ def _next_commands(out: TextIO, recording: Path) -> None:
         out.write(f"  {command}  # {what}\n")  # a line to paste into a shell, comment and all
 
 
-def _directory_argument(text: str) -> Path:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a directory (an empty path would keep it in the current one)")
-    return Path(text)
-
-
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("demo", help="one offline shift: the story, its recording, spans, telemetry, replay")
-    parser.add_argument("--keep", metavar="DIR", type=_directory_argument,
+    parser.add_argument("--keep", metavar="DIR", type=path_argument("a directory", kind="directory"),
                         help="keep the recording in DIR (default: a temporary directory, removed at the end)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    return run_demo(out, args.keep)
+    return run_demo(out, None if args.keep is None else Path(args.keep))

@@ -1,5 +1,5 @@
 """The named errors of `python -m otelstack up|down`: one line each, with its own exit code
-in the harness's tree (cafe/errors.py), after the recording codes (30-48)."""
+in the harness's tree (cafe/errors.py), after the recording codes (30-50)."""
 
 from __future__ import annotations
 

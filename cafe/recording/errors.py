@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cafe.errors import CafeError, UsageError
+from cafe.errors import CafeError, Unwritable, UsageError
 from cafe.jsondata import JsonPath, shown_path
 
 
@@ -102,12 +102,8 @@ class RecordingDisabled(RecordingError):
         super().__init__(f"{path}: record mode 'none' forbids recording")
 
 
-class RecordingUnwritable(RecordingError):
-    exit_code = 38
-
-    def __init__(self, path: Path | str, why: str) -> None:
-        self.path = Path(path)
-        super().__init__(f"{path}: cannot write the recording ({why})")
+# A recording that cannot be written is the one exit-38 error every writer raises.
+RecordingUnwritable = Unwritable
 
 
 class RecordingNotClean(RecordingError):

@@ -12,30 +12,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from cafe import _files
+from cafe._files import check_owned, create_private, link_no_clobber, reason
 from cafe.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.clients.wrapper import WrappedClient
+from cafe.errors import Unwritable
 from cafe.jsondata import json_document
 from cafe.privacy import MIN_SECRET_CHARS, Scrubber
 from cafe.recording import format as _format
-from cafe.recording.errors import (
-    MalformedLine,
-    RecordingDisabled,
-    RecordingError,
-    RecordingExists,
-    RecordingUnwritable,
-)
+from cafe.recording.errors import MalformedLine, RecordingDisabled, RecordingError, RecordingExists
 from cafe.recording.format import FORMAT_NAME, FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import check_header
 from cafe.recording.timeline import NanoClock, Timeline
 
 PARTIAL_SUFFIX = ".partial"
+_WHAT = "the recording"
 # Line fields the writer fills from constants, clocks, counters and digests: never text.
 _FORMAT_VALUES = frozenset({"format", "version", "recorded_at", "clock_origin_unix_nano", "seed",
                             "call", "timing", "model_calls", "transcript_sha256"})
@@ -44,15 +41,6 @@ _FORMAT_VALUES = frozenset({"format", "version", "recorded_at", "clock_origin_un
 def partial_path(path: Path) -> Path:
     """Where a recording of `path` is written until it is complete."""
     return path.with_name(path.name + PARTIAL_SUFFIX)
-
-
-def not_regular(mode: int) -> str | None:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return None if stat.S_ISREG(mode) else "not a regular file"
 
 
 # No whitespace between tokens: with sorted keys, nearly every line is then exactly what
@@ -84,29 +72,16 @@ def check_target(path: Path, mode: RecordMode) -> None:
     a new name, or (mode `all`) a regular file of our own, is ever replaced."""
     if mode is RecordMode.NONE:
         raise RecordingDisabled(path)
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        if not path.parent.is_dir():
-            raise RecordingUnwritable(path, "its directory does not exist") from None
+    found = _files.check_target(path, _WHAT)
+    if found is None:
         return
-    except NotADirectoryError:
-        raise RecordingUnwritable(path, "a part of its directory path is not a directory") from None
-    except PermissionError:
-        raise RecordingUnwritable(path, "permission denied") from None
-    except (OSError, ValueError) as error:  # a name too long, a NUL byte in it, a loop of links
-        raise RecordingUnwritable(path, f"it cannot be examined ({_why(error)})") from None
-    kind = not_regular(found.st_mode)
-    if kind is not None:
-        raise RecordingUnwritable(path, f"it is {kind}, not a regular file")
     if mode is RecordMode.ONCE:
         raise RecordingExists(path)
-    if found.st_uid != os.geteuid():
-        raise RecordingUnwritable(path, "the file there belongs to another user")
+    check_owned(path, found, _WHAT)
     if found.st_size and not holds_recording(path):
         # Re-recording replaces a recording; a mistyped path must not replace notes or code.
-        raise RecordingUnwritable(path, "the file there is not a cafe recording, and re-recording replaces "
-                                        "only a recording (choose another path)")
+        raise Unwritable(path, "the file there is not a cafe recording, and re-recording replaces "
+                               "only a recording (choose another path)", what=_WHAT)
 
 
 def _check_readable(path: Path, header: Header) -> None:
@@ -124,30 +99,16 @@ def _check_readable(path: Path, header: Header) -> None:
                              f"{error.expected}, not {error.found}") from None
 
 
-def _why(error: Exception) -> str:
-    if isinstance(error, OSError) and error.errno is not None:
-        return os.strerror(error.errno).lower()
-    return type(error).__name__
-
-
 def _create_partial(path: Path) -> IO[str]:
     partial = partial_path(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        descriptor = os.open(partial, flags, 0o600)
+        descriptor = create_private(partial, _WHAT, target=path)
     except FileExistsError:
-        raise RecordingUnwritable(
+        raise Unwritable(
             path, f"{partial} exists: another recording of it is in progress, or an earlier one "
                   f"was interrupted and left its calls there (replay them with "
-                  f"`cafe replay {partial} --allow-truncated`, or remove it)"
+                  f"`cafe replay {partial} --allow-truncated`, or remove it)", what=_WHAT
         ) from None
-    except FileNotFoundError:
-        raise RecordingUnwritable(path, "its directory does not exist") from None
-    except PermissionError:
-        raise RecordingUnwritable(path, "permission denied") from None
-    except OSError as error:
-        raise RecordingUnwritable(path, f"{partial} cannot be created ({_why(error)})") from None
-    os.fchmod(descriptor, 0o600)  # whatever the umask
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
 
@@ -220,7 +181,7 @@ class RecordingWriter:
                 os.fsync(self._file.fileno())
         except OSError as error:  # the disk is full, a quota or file size limit is reached
             raise RecordingError(f"{self.path}: line {self.lines + 1} could not be written to {self.partial} "
-                                 f"({_why(error)})") from None
+                                 f"({reason(error)})") from None
         self.lines += 1
 
     def _scrub_line(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +228,7 @@ class RecordingWriter:
             self._file.close()
         except OSError as error:
             raise RecordingError(f"{self.path}: the recording could not be completed in {self.partial} "
-                                 f"({_why(error)})") from None
+                                 f"({reason(error)})") from None
         try:
             if self._mode is RecordMode.ALL:
                 os.replace(self.partial, self.path)
@@ -276,11 +237,9 @@ class RecordingWriter:
         except FileExistsError:
             raise RecordingExists(self.path, kept=self.partial) from None
         except IsADirectoryError:
-            raise RecordingUnwritable(self.path, f"it is a directory (kept at {self.partial})") from None
-        except PermissionError:
-            raise RecordingUnwritable(self.path, f"permission denied (kept at {self.partial})") from None
+            raise Unwritable(self.path, f"it is a directory (kept at {self.partial})", what=_WHAT) from None
         except OSError as error:
-            raise RecordingUnwritable(self.path, f"{_why(error)} (kept at {self.partial})") from None
+            raise Unwritable(self.path, f"{reason(error)} (kept at {self.partial})", what=_WHAT) from None
         self.committed = True
 
     def abort(self) -> Path | None:
@@ -300,20 +259,6 @@ class RecordingWriter:
 
     def close(self) -> None:
         self.commit()
-
-
-def link_no_clobber(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)  # fails if anything is at `target`, atomically
-    except FileExistsError:
-        raise
-    except OSError:
-        # A file system without hard links: the check and the rename are two steps there.
-        if os.path.lexists(target):
-            raise FileExistsError(target) from None
-        os.rename(source, target)
-        return
-    os.unlink(source)
 
 
 class RecordingClient(WrappedClient):

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from cafe.argtypes import file_to_read
+from cafe._files import reason, write_private
+from cafe.argtypes import file_to_read, path_argument
+from cafe.errors import Unwritable
 from cafe.privacy import Scrubber, scrubbed, shown_json, structure_scrubber
-from cafe.recording.errors import RecordingError, ReplayError
+from cafe.recording.errors import ReplayError
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
@@ -34,12 +36,9 @@ MAX_REPORTS_OF_ONE_RECORDING = 99
 _LONGEST_NAME_BYTES = 150
 
 
-class PageUnwritable(RecordingError):
-    exit_code = 38
-
-    def __init__(self, path: Path | str, why: str) -> None:
-        self.path = Path(path)
-        super().__init__(f"{path}: cannot write the page ({why})")
+# A page that cannot be written is the one exit-38 error every writer raises.
+PageUnwritable = Unwritable
+_WHAT = "the page"
 
 
 def check_page_path(path: Path | str) -> None:
@@ -47,11 +46,11 @@ def check_page_path(path: Path | str) -> None:
     already there (a symlink included), a missing directory."""
     path = Path(path)
     if str(path).strip() == "":
-        raise PageUnwritable(path, "the path is empty")
+        raise Unwritable(path, "the path is empty", what=_WHAT)
     if os.path.lexists(path):
-        raise PageUnwritable(path, "it exists; pages are never overwritten, choose another path")
+        raise Unwritable(path, "it exists; pages are never overwritten, choose another path", what=_WHAT)
     if not path.parent.is_dir():
-        raise PageUnwritable(path, "its directory does not exist")
+        raise Unwritable(path, "its directory does not exist", what=_WHAT)
 
 
 def write_mismatch_report(path: Path | str, recording: Recording, error: ReplayError,
@@ -105,73 +104,34 @@ def write_report_into(directory: Path | str, recording: Recording, error: Replay
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
-        raise PageUnwritable(directory, "it is not a directory") from None
+        raise Unwritable(directory, "it is not a directory", what=_WHAT) from None
     except OSError as failure:
-        raise PageUnwritable(directory, f"the report directory cannot be made ({_reason(failure)})") from None
+        raise Unwritable(directory, f"the report directory cannot be made ({reason(failure)})", what=_WHAT) from None
     if not stat.S_ISDIR(os.stat(directory).st_mode):
-        raise PageUnwritable(directory, "it is not a directory")
+        raise Unwritable(directory, "it is not a directory", what=_WHAT)
     name = page_name(recording.path, scrubber)
     text = _mismatch_text(recording, error, scrubber)
     for attempt in range(1, MAX_REPORTS_OF_ONE_RECORDING + 1):
         target = directory / (f"{name}.html" if attempt == 1 else f"{name}-{attempt}.html")
-        if _write_new(target, text):
+        if write_private(target, text, _WHAT):
             return target
-    raise PageUnwritable(directory / f"{name}.html", f"{MAX_REPORTS_OF_ONE_RECORDING} reports of this recording "
-                         "are there already")
-
-
-def _reason(error: OSError) -> str:
-    return os.strerror(error.errno).lower() if error.errno else type(error).__name__
+    raise Unwritable(directory / f"{name}.html", f"{MAX_REPORTS_OF_ONE_RECORDING} reports of this recording "
+                     "are there already", what=_WHAT)
 
 
 def write_private_page(path: Path | str, text: str) -> Path:
     """Create `path` 0600 with `text`; never over anything that exists (a symlink included)."""
     path = Path(path)
-    if not _write_new(path, text):
-        raise PageUnwritable(path, "it exists; pages are never overwritten, choose another path")
+    if not write_private(path, text, _WHAT):
+        raise Unwritable(path, "it exists; pages are never overwritten, choose another path", what=_WHAT)
     return path
-
-
-def _write_new(path: Path, text: str) -> bool:
-    """Create `path` 0600 with `text`; False when something (a symlink included) is there."""
-    if str(path).strip() == "":
-        raise PageUnwritable(path, "the path is empty")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        descriptor = os.open(path, flags, 0o600)
-    except FileExistsError:
-        return False
-    except FileNotFoundError:
-        raise PageUnwritable(path, "its directory does not exist") from None
-    except IsADirectoryError:
-        raise PageUnwritable(path, "it is a directory") from None
-    except PermissionError:
-        raise PageUnwritable(path, "permission denied") from None
-    except OSError as error:
-        raise PageUnwritable(path, type(error).__name__) from None
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", errors="backslashreplace") as out:
-            out.write(text)
-    except BaseException as error:
-        path.unlink(missing_ok=True)  # a half-written page is not left behind
-        if isinstance(error, OSError):  # a full disk, a file size limit
-            raise PageUnwritable(path, f"it could not be written ({_reason(error)})") from None
-        raise
-    return True
-
-
-def _page_argument(text: str) -> str:
-    # Path("") is ".", a directory that exists: the page was refused as "it exists".
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file path for the page")
-    return text
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `view` to the `cafe` command."""
     parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
     parser.add_argument("path", type=file_to_read, help="the recording to show (any version cafe reads)")
-    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=_page_argument,
+    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=path_argument("a file path for the page"),
                         help="the page to create (never overwritten)")
     parser.add_argument("--allow-truncated", action="store_true",
                         help="show the complete calls of a recording whose last line was cut short")

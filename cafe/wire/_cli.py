@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from cafe.argtypes import file_to_read
-from cafe.errors import CafeError, UsageError
+from cafe.argtypes import file_to_read, path_argument
+from cafe.errors import CafeError, Unwritable, UsageError
 from cafe.recording.errors import RecordingError, ReplayError
 from cafe.recording.modes import RecordMode
 
@@ -111,7 +111,7 @@ def run_hook(plan: Mapping[str, Any]) -> None:
                 uninstall(layer)
                 try:
                     recorder.close()
-                except RecordingError as error:
+                except (RecordingError, Unwritable) as error:
                     _write_status(status, error)
                     return
                 with open(status, "w", encoding="utf-8") as out:
@@ -138,7 +138,7 @@ def run_hook(plan: Mapping[str, Any]) -> None:
                 json.dump({"calls": source.served}, out)
 
         atexit.register(check_replay)
-    except RecordingError as error:
+    except (RecordingError, Unwritable) as error:
         _write_status(status, error)
 
 
@@ -193,7 +193,8 @@ def _exit_code(code: int) -> int:
 
 
 def _cmd_record(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    from cafe.recording.writer import check_target, link_no_clobber, partial_path
+    from cafe._files import link_no_clobber
+    from cafe.recording.writer import check_target, partial_path
 
     command = _command(args)
     target = Path(args.recording)
@@ -279,7 +280,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """`cafe record` and `cafe replay-run`."""
     record = commands.add_parser(
         "record", help="run a Python program, recording its model calls (httpx2, the openai SDK's) to a file")
-    record.add_argument("recording", metavar="REC", help="where to write the recording (JSONL, private: 0600)")
+    record.add_argument("recording", metavar="REC", type=path_argument("a file path to record to"),
+                        help="where to write the recording (JSONL, private: 0600)")
     record.add_argument("--record-mode", choices=["once", "all"], default="once",
                         help="once: never overwrite a recording (default); all: re-record")
     record.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cafe.errors import Unwritable
 from cafe.recording.errors import RecordingError, TruncatedRecording
 from cafe.recording.modes import RecordMode
 from cafe.wire._intercept import intercept
@@ -40,7 +41,7 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, op
             f"{error.path}:{error.line}: the last line is truncated (the recorder stopped mid-write); mark the "
             f"test @pytest.mark.cafe_recording(allow_truncated=True) to replay the {error.complete_calls} "
             "complete call(s) before it")
-    except RecordingError as error:
+    except (RecordingError, Unwritable) as error:
         failure = str(error)
     if failure is not None:
         pytest.fail(f"cafe: {failure}", pytrace=False)
@@ -53,7 +54,7 @@ def _record(request: pytest.FixtureRequest, path: Path, passed: pytest.StashKey[
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         recorder = WireRecorder(path, mode=RecordMode.ALL)
-    except RecordingError as error:
+    except (RecordingError, Unwritable) as error:
         pytest.fail(f"cafe: {error}", pytrace=False)
     try:
         with intercept([recorder]):
@@ -62,7 +63,7 @@ def _record(request: pytest.FixtureRequest, path: Path, passed: pytest.StashKey[
         if request.node.stash.get(passed, False):
             try:
                 recorder.close()
-            except RecordingError as error:
+            except (RecordingError, Unwritable) as error:
                 pytest.fail(f"cafe: {error}", pytrace=False)
         else:
             # A failed test's calls hold customer text and are no contract: drop them.

@@ -280,3 +280,18 @@ def test_the_default_shift_ends_with_a_goodbye_not_a_fresh_welcome():
     lines = _section(out, "transcript").splitlines()
     assert lines[-2] == f"user: {DEFAULT_SCRIPT[1]}"
     assert lines[-1] == "assistant: Thank you, enjoy your visit!"
+
+
+def test_every_command_is_dispatched_by_the_run_it_sets():
+    """main calls `args.run` and nothing else: a command that sets none would be an internal error."""
+    import argparse
+
+    from cafe.cli import _build_parser
+    from cafe.plugins import installed_plugins
+
+    parser = _build_parser(installed_plugins(lambda line: None))
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"shift", "replay", "view", "check-recording", "record", "replay-run", "export", "golden", "demo"} \
+        <= set(commands.choices)
+    unset = [name for name, command in commands.choices.items() if not callable(command.get_default("run"))]
+    assert unset == []

@@ -1,0 +1,97 @@
+"""Every argument that names a path refuses an empty or blank one as a usage error (exit 2,
+one line): `Path("")` is `.`, a directory that exists, and an empty option value is easily
+taken for no option at all (the default script would run, no page would be written)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import pytest
+
+from cafe.cli import _build_parser, main
+from cafe.plugins import installed_plugins
+from cafe_otel.cli_plugin import plugin
+
+# What an argument's metavar or name says when it names a file or a directory.
+_PATH_WORDS = {"PATH", "HTML", "REC", "DIR", "FILE.otlp", "path", "paths", "script", "record", "recording",
+               "golden", "out", "report", "keep"}
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = _build_parser(installed_plugins(lambda line: None))
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(commands.choices)
+
+
+def _names_a_path(action: argparse.Action) -> bool:
+    return bool({str(action.metavar), action.dest} & _PATH_WORDS)
+
+
+def _empty_path_argv(command: str, parser: argparse.ArgumentParser, target: argparse.Action,
+                     empty: str) -> list[str]:
+    """A command line giving `target` the value `empty` and every other required argument a word."""
+    argv = [command]
+    for action in parser._actions:
+        if action.nargs == argparse.REMAINDER or isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings:
+            argv.append(empty if action is target else "x.jsonl")
+        elif action is target or action.required:
+            argv += [action.option_strings[0], empty if action is target else "x.html"]
+    return argv
+
+
+_COMMANDS = _commands()
+_PATH_ARGUMENTS = [(command, action) for command, parser in _COMMANDS.items()
+                   for action in parser._actions if _names_a_path(action)]
+
+
+def test_the_commands_take_paths_at_all():
+    assert {command for command, _ in _PATH_ARGUMENTS} >= {"shift", "replay", "view", "check-recording",
+                                                           "record", "replay-run", "export", "golden", "demo"}
+
+
+@pytest.mark.parametrize(("command", "action"), _PATH_ARGUMENTS,
+                         ids=[f"{command}-{action.dest}" for command, action in _PATH_ARGUMENTS])
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_path_for_any_argument_is_a_usage_error(command: str, action: argparse.Action,
+                                                         empty: str) -> None:
+    argv = _empty_path_argv(command, _COMMANDS[command], action, empty)
+    code, out, err = _run(*argv)
+    assert (code, out) == (2, ""), (argv, err)
+    assert err.count("\n") == 1 and ": needs " in err and "(an empty path names no " in err, err
+    assert "exists" not in err
+
+
+def test_an_empty_script_path_names_what_the_option_takes() -> None:
+    code, out, err = _run("shift", "--seed", "1", "--script", "")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "argument --script: needs a file of customer lines" in err
+
+
+def test_an_empty_page_path_is_refused_before_the_replay_runs(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    assert _run("shift", "--seed", "1", "--record", str(path))[0] == 0
+    code, _, err = _run("replay", str(path), "--report", " ")
+    assert code == 2 and "argument --report: needs a file path for the page" in err
+    code, _, err = _run("view", str(path), "-o", "")
+    assert code == 2 and "argument -o/--out: needs a file path for the page" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", ""], ["view", "", "-o", "page.html"], ["check-recording", " "],
+    ["export", ""], ["golden", "", "g.otlp"], ["golden", "s.jsonl", ""],
+])
+def test_an_empty_file_to_read_is_not_taken_for_the_current_directory(argv: list[str]) -> None:
+    code, out, err = _run(*argv)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "needs a file path (an empty path names no file)" in err
+    assert "directory" not in err
