@@ -29,8 +29,17 @@ _CREDENTIAL = re.compile(r"auth|cookie|key|token|secret|password|credential|sess
 _DECODED_ENCODINGS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
 
 
+_CREDENTIAL_NAMES: dict[str, bool] = {}
+
+
 def is_credential(name: str) -> bool:
-    return bool(_CREDENTIAL.search(name))
+    # Every call carries the same few header names: remember the answer per name.
+    known = _CREDENTIAL_NAMES.get(name)
+    if known is None:
+        known = _CREDENTIAL.search(name) is not None
+        if len(_CREDENTIAL_NAMES) < 4096:
+            _CREDENTIAL_NAMES[name] = known
+    return known
 
 
 def recorded_request_headers(headers: Headers) -> dict[str, str]:
