@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx2
 
-from cafe.wire._recorder import exchange_line
+from cafe.wire._recorder import CollectedCall, exchange_line
 from cafe.wire._transport import Clock, ObservedTransport
-from cafe.wire._types import CallOutcome, WireObserver, WireRequest, WireResponse
+from cafe.wire._types import CallOutcome, WireObserver, WireRequest
 
 
 class ExchangeLog:
@@ -53,26 +53,14 @@ class ExchangeLog:
             self._ended.append(exchange)
 
 
-class _LoggedCall:
-    __slots__ = ("_ended", "_log", "chunks", "head", "request")
+class _LoggedCall(CollectedCall):
+    __slots__ = ("_log",)
 
     def __init__(self, log: ExchangeLog, request: WireRequest) -> None:
+        super().__init__(request)
         self._log = log
-        self.request = request
-        self.head: WireResponse | None = None
-        self.chunks: list[tuple[int, bytes]] = []
-        self._ended = False
 
-    def response(self, response: WireResponse) -> None:
-        self.head = response
-
-    def chunk(self, data: bytes, at_ns: int) -> None:
-        self.chunks.append((max(at_ns - self.request.started_ns, 0), data))
-
-    def end(self, outcome: CallOutcome) -> None:
-        if self._ended:
-            return
-        self._ended = True
+    def finished(self, outcome: CallOutcome) -> None:
         body, answer, exchange = exchange_line(self.request, self.head, self.chunks, outcome)
         self._log._keep({**exchange, "request_json": body, "response_json": answer})
 

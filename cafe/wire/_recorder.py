@@ -192,13 +192,13 @@ class WireRecorder:
         return self.writer.abort()
 
 
-class _RecordedCall:
-    __slots__ = ("_ended", "_recorder", "chunks", "head", "number", "request", "start_unix_nano")
+class CollectedCall:
+    """A call observer that keeps what it hears (the response head, each chunk with its offset
+    from the request's start) and hands it on once, to `finished`, when the call ends."""
 
-    def __init__(self, recorder: WireRecorder, number: int, request: WireRequest, start_unix_nano: int) -> None:
-        self._recorder = recorder
-        self.start_unix_nano = start_unix_nano
-        self.number = number
+    __slots__ = ("_ended", "chunks", "head", "request")
+
+    def __init__(self, request: WireRequest) -> None:
         self.request = request
         self.head: WireResponse | None = None
         self.chunks: list[tuple[int, bytes]] = []
@@ -214,4 +214,20 @@ class _RecordedCall:
         if self._ended:
             return
         self._ended = True
+        self.finished(outcome)
+
+    def finished(self, outcome: CallOutcome) -> None:
+        raise NotImplementedError
+
+
+class _RecordedCall(CollectedCall):
+    __slots__ = ("_recorder", "number", "start_unix_nano")
+
+    def __init__(self, recorder: WireRecorder, number: int, request: WireRequest, start_unix_nano: int) -> None:
+        super().__init__(request)
+        self._recorder = recorder
+        self.start_unix_nano = start_unix_nano
+        self.number = number
+
+    def finished(self, outcome: CallOutcome) -> None:
         self._recorder._finish(self, outcome)
