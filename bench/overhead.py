@@ -134,7 +134,7 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
     # Seconds of CPU a call over every thread, loop and flush, by variant, one per repeat.
     process: dict[str, list[float]] = {}
 
-    from cafe_otel.metrics_listener import MetricsListener
+    from cafe_otel._metrics.listener import MetricsListener
 
     meters = _meter_provider()
 
@@ -212,7 +212,7 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
             return (time.perf_counter() - begin) / ops
         return sample
 
-    from cafe_otel.batch import BoundedBatchSpanProcessor
+    from cafe_otel._export.batch import BoundedBatchSpanProcessor
 
     ours_off, handle_off = ours(False, key="ours")
     ours_on, handle_on = ours(True)

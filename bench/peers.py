@@ -269,7 +269,7 @@ def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> li
 def ours_records_metrics() -> bool:
     """Whether this cafe_otel can record metrics for ours (configure()'s metrics pipeline)."""
     try:
-        import cafe_otel.metrics_listener  # type: ignore[import-not-found]  # noqa: F401
+        import cafe_otel._metrics.listener  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         return False
     return True
@@ -430,5 +430,5 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
     else:
         figures.append(Figure(9, "ours, spans + metrics: added per call", None, "µs", "least of all", None,
                               "not measured: this cafe_otel records no metrics yet (run(metrics=True) "
-                              "once cafe_otel.metrics_listener exists; it is picked up by itself)"))
+                              "once cafe_otel._metrics.listener exists; it is picked up by itself)"))
     return figures

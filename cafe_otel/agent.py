@@ -33,8 +33,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from cafe_otel import semconv as sc
-from cafe_otel.scope import otel_tracer_of
-from cafe_otel.shapes import IDENTIFIER_PATTERN
+from cafe_otel._privacy.shapes import IDENTIFIER_PATTERN
+from cafe_otel._spans.scope import otel_tracer_of
 
 UNKNOWN_TOOL = "unknown_tool"
 UNKNOWN_AGENT = "unknown_agent"

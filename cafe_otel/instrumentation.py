@@ -44,14 +44,14 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from cafe_otel import semconv as sc
+from cafe_otel._metrics.listener import ChatCall, MetricsListener
+from cafe_otel._spans.content import CaptureMode, capture_mode
+from cafe_otel._spans.scope import our_version
 from cafe_otel.agent import MODEL_CALL_KEY, current_totals
-from cafe_otel.content import CaptureMode, capture_mode
-from cafe_otel.metrics_listener import ChatCall, MetricsListener
-from cafe_otel.scope import our_version
 
 if TYPE_CHECKING:
     from cafe.wire import CallOutcome, WireLayer, WireRequest, WireResponse
-    from cafe_otel.configure import TelemetryHandle
+    from cafe_otel._configure import TelemetryHandle
 
 WallClock = Callable[[], int]
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a JSON answer larger than this is not read for metadata
@@ -389,7 +389,7 @@ class _ChatCall:
 def chat_content(messages: list[Any], response: Mapping[str, Any] | None,
                  tools: list[Any] | None) -> dict[str, Any]:
     """The content attributes of a call heard on the wire (only with capture on)."""
-    from cafe_otel import mapping
+    from cafe_otel._spans import mapping
 
     messages = [message for message in messages if isinstance(message, dict)]
     return mapping.chat_content(messages, response, [tool for tool in tools or [] if isinstance(tool, dict)])
@@ -488,7 +488,7 @@ class OpenAIWireInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         import cafe.wire as wire
-        from cafe_otel.configure import global_handle
+        from cafe_otel._configure import global_handle
 
         handle: TelemetryHandle | None = kwargs.get("telemetry")
         if handle is None and kwargs.get("tracer_provider") is None:
@@ -516,8 +516,8 @@ def auto_configure(environ: Mapping[str, str] | None = None) -> TelemetryHandle 
     """What the configurator does, once a process: `configure()` from the `OTEL_*` variables
     as the global providers, its bounded shutdown and the account's line at exit. A
     configuration error is one line on stderr and no telemetry: the program still runs."""
-    from cafe_otel.configure import configure
-    from cafe_otel.settings import TelemetryConfigError
+    from cafe_otel._config.settings import TelemetryConfigError
+    from cafe_otel._configure import configure
 
     with _AUTO_LOCK:
         if "handle" in _AUTO:

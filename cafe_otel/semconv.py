@@ -114,7 +114,7 @@ CAFE_TICKET_NUMBER = "cafe.ticket.number"
 # Requested tool names live inside gen_ai.output.messages (content); the metadata view
 # needs them without the content, so they get a key of ours.
 CAFE_GEN_AI_TOOL_CALLS = "cafe.gen_ai.tool_calls"
-CAFE_CONSENT_OUTCOME = "cafe.consent.outcome"  # a metric attribute (cafe_otel.metrics_listener)
+CAFE_CONSENT_OUTCOME = "cafe.consent.outcome"  # a metric attribute (cafe_otel._metrics.listener)
 CAFE_RECORDING_VERSION = "cafe.recording.version"
 CAFE_RECORDING_CALL = "cafe.recording.call"
 
@@ -150,7 +150,7 @@ TOOL_SPAN_NAME = "execute_tool {tool}"
 # What MetadataOnlySpanProcessor lets through, on our spans and everyone else's. Anything
 # not listed is removed: a key we do not know could carry a prompt, a URL with a query
 # string or a database statement. Listing a key is not enough: its values must also fit
-# the key's declared shape (cafe_otel.shapes), or they are withheld.
+# the key's declared shape (cafe_otel._privacy.shapes), or they are withheld.
 METADATA_ALLOWLIST = frozenset({
     GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_AGENT_NAME, GEN_AI_CONVERSATION_ID,
     GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_TEMPERATURE, GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID,

@@ -68,3 +68,31 @@ def test_cafe_types_the_names_it_loads_on_first_use() -> None:
     assert typed == cafe._EXPORTS
     assert all(alias.asname == alias.name for node in block.body if isinstance(node, ast.ImportFrom)
                for alias in node.names), "a name typed but not re-exported"
+
+
+def test_cafe_otel_types_the_names_it_loads_on_first_use() -> None:
+    import cafe_otel
+
+    tree = ast.parse(Path(cafe_otel.__file__).read_text(encoding="utf-8"))
+    (block,) = (node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    typed = {alias.asname or alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names}
+    assert typed == cafe_otel._EXPORTS
+
+
+PUBLIC_OTEL_MODULES = {"__init__.py", "agent.py", "instrumentation.py", "semconv.py"}
+
+
+def test_cafe_otel_keeps_its_inside_private_behind_three_public_modules() -> None:
+    """Everything else lives in a private package grouped by job (`_config`, `_spans`,
+    `_privacy`, `_export`, `_metrics`, `_offline`, `_cli`) or `_configure.py`."""
+    import cafe_otel
+
+    package = Path(cafe_otel.__file__).parent
+    public = {path.name for path in package.iterdir()
+              if not path.name.startswith(("_", ".")) or path.name == "__init__.py"}
+    public = {name for name in public if name.endswith(".py") or (package / name).is_dir()}
+    assert public == PUBLIC_OTEL_MODULES
+    groups = sorted(path.name for path in package.iterdir() if path.is_dir() and path.name.startswith("_")
+                    and path.name != "__pycache__")
+    assert groups == ["_cli", "_config", "_export", "_metrics", "_offline", "_privacy", "_spans"]

@@ -35,7 +35,7 @@ SPEAKS_FOR: dict[str, tuple[str, ...]] = {
     "cafe/wire/_pytest.py": (PYTEST,),
     "cafe/recording/check.py": ("check-recording",),
     "cafe/recording/errors.py": ("replay", "export", "golden"),
-    "cafe_otel/golden.py": ("golden",),
+    "cafe_otel/_offline/golden.py": ("golden",),
 }
 
 
@@ -143,7 +143,7 @@ def problems(mentions: list[Mention], commands: dict[str, dict[str, argparse.Act
 def test_the_source_names_flags_somewhere() -> None:
     # The collection itself works: it sees the flags that certainly are there.
     flags = {(m.where.split(":")[0], m.flag) for m in source_mentions()}
-    assert ("cafe_otel/cli_plugin.py", "--otlp") in flags
+    assert ("cafe_otel/_cli/plugin.py", "--otlp") in flags
     assert ("cafe/pytest_plugin.py", "--cafe-record-mode") in flags
     assert ("cafe/cli.py", "--decision") in flags
 

@@ -28,6 +28,7 @@ from cafe_otel._config.parse import (
     normalise_protocol,
     seconds_in_range,
 )
+from cafe_otel._config.tls import TlsSettings, resolve_tls
 from cafe_otel._config.variables import (
     COMPRESSION,
     ENDPOINT,
@@ -38,7 +39,6 @@ from cafe_otel._config.variables import (
     Signal,
     otlp_variables,
 )
-from cafe_otel.tls import TlsSettings, resolve_tls
 
 DEFAULT_PROTOCOL = GRPC  # what the Python distro defaults to; the collector's 4317
 DEFAULT_ENDPOINTS = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}

@@ -73,7 +73,7 @@ SPAN_LIMIT_VARIABLES = {
 # The one limit the SDK reads from os.environ when `opentelemetry.sdk.trace` is imported.
 SDK_IMPORT_LIMIT = "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
 
-# The Python SDK's own (experimental) credential providers, refused (cafe_otel.tls).
+# The Python SDK's own (experimental) credential providers, refused (cafe_otel._config.tls).
 CREDENTIAL_PROVIDER_VARIABLES = tuple(f"OTEL_PYTHON_EXPORTER_OTLP_{transport}_{signal}CREDENTIAL_PROVIDER"
                                       for transport in ("HTTP", "GRPC") for signal in ("", "TRACES_", "METRICS_"))
 

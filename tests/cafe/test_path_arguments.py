@@ -12,7 +12,7 @@ import pytest
 
 from cafe.cli import _build_parser, main
 from cafe.plugins import installed_plugins
-from cafe_otel.cli_plugin import plugin
+from cafe_otel._cli.plugin import plugin
 
 # What an argument's metavar or name says when it names a file or a directory.
 _PATH_WORDS = {"PATH", "HTML", "REC", "DIR", "FILE.otlp", "path", "paths", "script", "record", "recording",

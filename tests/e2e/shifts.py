@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 import cafe
 from cafe_otel import configure
-from cafe_otel.account import AccountSnapshot
+from cafe_otel._export.account import AccountSnapshot
 
 AGENT = "cafe-counter"
 SCRIPTED_MODEL = "scripted-barista-1"

@@ -19,8 +19,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from urllib3.exceptions import MaxRetryError, NameResolutionError
 
-from cafe_otel.account import EXPORTER_SPAN_EXPORTED, EXPORTER_SPAN_INFLIGHT, TelemetryAccount
-from cafe_otel.attempts import (
+from cafe_otel._config.metrics import resolve_metric_settings
+from cafe_otel._config.settings import resolve_settings
+from cafe_otel._configure import build_otlp_exporter
+from cafe_otel._export.account import EXPORTER_SPAN_EXPORTED, EXPORTER_SPAN_INFLIGHT, TelemetryAccount
+from cafe_otel._export.attempts import (
     AttemptEnd,
     AttemptLog,
     Attempts,
@@ -34,11 +37,8 @@ from cafe_otel.attempts import (
     watch_grpc_exporter,
     watch_http_session,
 )
-from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.configure import build_otlp_exporter
-from cafe_otel.metric_settings import resolve_metric_settings
-from cafe_otel.metrics_export import FailSoftMetricExporter, build_otlp_metric_exporter
-from cafe_otel.settings import resolve_settings
+from cafe_otel._export.batch import BoundedBatchSpanProcessor
+from cafe_otel._export.metrics_export import FailSoftMetricExporter, build_otlp_metric_exporter
 from tests.local_http import QuietHandler, serving
 
 from .conftest import closed_port

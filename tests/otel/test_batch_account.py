@@ -236,7 +236,7 @@ def test_the_fail_soft_exporter_never_raises_and_answers_within_its_bound(fault,
 def test_the_account_counts_under_the_sdks_self_observability_names():
     from opentelemetry.semconv._incubating.metrics import otel_metrics
 
-    from cafe_otel.account import EXPORTER_SPAN_EXPORTED, PROCESSOR_SPAN_PROCESSED, Point
+    from cafe_otel._export.account import EXPORTER_SPAN_EXPORTED, PROCESSOR_SPAN_PROCESSED, Point
 
     assert PROCESSOR_SPAN_PROCESSED == otel_metrics.OTEL_SDK_PROCESSOR_SPAN_PROCESSED
     assert EXPORTER_SPAN_EXPORTED == otel_metrics.OTEL_SDK_EXPORTER_SPAN_EXPORTED
@@ -262,7 +262,7 @@ def test_with_a_meter_provider_the_processor_reports_the_sdks_processor_metrics(
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.semconv._incubating.metrics import otel_metrics
 
-    from cafe_otel.processor_metrics import COMPONENT_TYPE, PROCESSED, QUEUE_CAPACITY, QUEUE_SIZE
+    from cafe_otel._export.processor_metrics import COMPONENT_TYPE, PROCESSED, QUEUE_CAPACITY, QUEUE_SIZE
 
     assert (PROCESSED, QUEUE_SIZE, QUEUE_CAPACITY) == (
         otel_metrics.OTEL_SDK_PROCESSOR_SPAN_PROCESSED, otel_metrics.OTEL_SDK_PROCESSOR_SPAN_QUEUE_SIZE,

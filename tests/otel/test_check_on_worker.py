@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe_otel import BoundedBatchSpanProcessor, TelemetryAccount, configure
-from cafe_otel.metadata_processor import SpanSanitiser
+from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel.semconv import GEN_AI_REQUEST_MODEL
 
 CANARY = "CANARY customer sentence that is no model name at all, not even close"

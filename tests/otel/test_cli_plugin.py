@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import cafe
 from cafe.cli import main
 from cafe.recording.errors import RecordingNotFound
-from cafe_otel.cli_plugin import ExporterLogCapture, TelemetryExportFailed, plugin
+from cafe_otel._cli.plugin import ExporterLogCapture, TelemetryExportFailed, plugin
 
 from .conftest import SEED_DECISIONS, closed_port
 
@@ -330,7 +330,7 @@ def test_a_trace_link_when_spans_were_delivered(receiver, tmp_path):
 def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monkeypatch):
     import cafe.cli
     import cafe.recording.reader
-    import cafe_otel.cli_plugin
+    import cafe_otel._cli.plugin
 
     path = _recorded(tmp_path)
     loads: list[object] = []
@@ -340,7 +340,7 @@ def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monk
         loads.append(args[0] if args else kwargs.get("path"))
         return real(*args, **kwargs)
 
-    for module in (cafe.cli, cafe.recording.reader, cafe_otel.cli_plugin):
+    for module in (cafe.cli, cafe.recording.reader, cafe_otel._cli.plugin):
         monkeypatch.setattr(module, "load_recording", counting)
     code, _out, err = _cli(["replay", path, "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err

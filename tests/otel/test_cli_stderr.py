@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from cafe.cli import main
-from cafe_otel.cli_logs import ExporterLogCapture, redactor
-from cafe_otel.cli_plugin import plugin
-from cafe_otel.configure import exporter_headers
-from cafe_otel.settings import TelemetryConfigError, resolve_settings
+from cafe_otel._cli.logs import ExporterLogCapture, redactor
+from cafe_otel._cli.plugin import plugin
+from cafe_otel._config.settings import TelemetryConfigError, resolve_settings
+from cafe_otel._configure import exporter_headers
 
 from .conftest import closed_port
 from .echo_server import echo_server, planted_reply

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import cafe
 from cafe_otel import OTelTracer, TelemetryConfigError, configure, resolve_settings
-from cafe_otel.content import CaptureMode
+from cafe_otel._spans.content import CaptureMode
 
 from .conftest import seed_shift
 
@@ -128,7 +128,7 @@ def test_configure_told_not_to_sets_nothing_global_and_each_tracer_is_fresh():
 def test_otlp_exporters_get_every_setting_explicitly():
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from cafe_otel.configure import build_otlp_exporter
+    from cafe_otel._configure import build_otlp_exporter
 
     settings = resolve_settings(protocol="http/protobuf", endpoint="http://127.0.0.1:1", headers={"k": "v"},
                                 export_timeout=1.5, environ={})
@@ -223,7 +223,7 @@ TRACES_ONLY = {
 
 
 def test_a_traces_only_setting_never_reaches_the_metrics_exporter():
-    from cafe_otel.metric_settings import resolve_metric_settings
+    from cafe_otel._config.metrics import resolve_metric_settings
 
     traces = resolve_settings(environ=TRACES_ONLY)
     metrics = resolve_metric_settings(traces.options, environ=TRACES_ONLY)
@@ -234,7 +234,7 @@ def test_a_traces_only_setting_never_reaches_the_metrics_exporter():
 
 
 def test_a_traces_only_endpoint_is_not_the_metrics_endpoint():
-    from cafe_otel.metric_settings import resolve_metric_settings
+    from cafe_otel._config.metrics import resolve_metric_settings
 
     environ = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces.example:4318/v1/traces",
                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
@@ -242,7 +242,7 @@ def test_a_traces_only_endpoint_is_not_the_metrics_endpoint():
 
 
 def test_general_settings_apply_to_both_signals_and_explicit_arguments_win():
-    from cafe_otel.metric_settings import resolve_metric_settings
+    from cafe_otel._config.metrics import resolve_metric_settings
 
     environ = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=cafe", "OTEL_EXPORTER_OTLP_TIMEOUT": "2500",
                "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf"}
@@ -259,8 +259,8 @@ def test_general_settings_apply_to_both_signals_and_explicit_arguments_win():
 def test_metrics_are_built_for_their_own_protocol_with_their_own_headers():
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    from cafe_otel.metric_settings import resolve_metric_settings
-    from cafe_otel.metrics_export import build_otlp_metric_exporter
+    from cafe_otel._config.metrics import resolve_metric_settings
+    from cafe_otel._export.metrics_export import build_otlp_metric_exporter
 
     exporter = build_otlp_metric_exporter(resolve_metric_settings(environ=TRACES_ONLY))
     assert isinstance(exporter, OTLPMetricExporter)  # HTTP, as METRICS_PROTOCOL says, not the traces' gRPC

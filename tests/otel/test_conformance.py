@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cafe_otel import configure
 from cafe_otel import semconv as sc
+from cafe_otel._metrics.listener import _INSTRUMENTS
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
-from cafe_otel.metrics_listener import _INSTRUMENTS
 from tests.wire.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]

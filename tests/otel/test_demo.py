@@ -9,7 +9,7 @@ import stat
 from cafe.cli import main
 from cafe.demo import STORY_SCRIPT
 from cafe.recording import load_recording
-from cafe_otel.cli_plugin import plugin
+from cafe_otel._cli.plugin import plugin
 
 
 def _demo(*argv: str) -> tuple[int, str, str]:

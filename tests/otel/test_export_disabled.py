@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from cafe.cli import main
-from cafe_otel.cli_plugin import plugin
+from cafe_otel._cli.plugin import plugin
 
 
 def _cli(argv: list[str], environ: dict[str, str]) -> tuple[int, str, str]:

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe_otel import BoundedBatchSpanProcessor, FailSoftSpanExporter, TelemetryAccount, configure
-from cafe_otel.failsoft import GRACE_SECONDS
+from cafe_otel._export.failsoft import GRACE_SECONDS
 
 from .conftest import closed_port, seed_shift
 

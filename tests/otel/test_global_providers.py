@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe_otel import TelemetryConfigError, configure, int_shape, text_shape
-from cafe_otel.metadata_processor import MetadataOnlySpanProcessor
-from cafe_otel.shapes import Shape
+from cafe_otel._privacy.processor import MetadataOnlySpanProcessor
+from cafe_otel._privacy.shapes import Shape
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -91,7 +91,7 @@ def test_the_processor_takes_the_shapes_too() -> None:
     sink = InMemorySpanExporter()
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    from cafe_otel.shapes import SHAPES
+    from cafe_otel._privacy.shapes import SHAPES
 
     provider = TracerProvider()
     provider.add_span_processor(MetadataOnlySpanProcessor(

@@ -11,9 +11,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from cafe.cli import main
-from cafe_otel.cli_plugin import plugin
-from cafe_otel.golden import GoldenMismatch, GoldenMissing, check_golden, first_change, replay_otlp
-from cafe_otel.otlp import diff
+from cafe_otel._cli.plugin import plugin
+from cafe_otel._offline.golden import GoldenMismatch, GoldenMissing, check_golden, first_change, replay_otlp
+from cafe_otel._offline.otlp_bytes import diff
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
 RECORDING, GOLDEN = RECORDINGS / "seed-shift.jsonl", RECORDINGS / "seed-shift.otlp"

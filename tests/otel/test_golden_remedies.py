@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cafe.cli import main
-from cafe_otel.cli_plugin import plugin
+from cafe_otel._cli.plugin import plugin
 
 RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "seed-shift.jsonl"
 

@@ -13,7 +13,7 @@ import pytest
 from packaging.requirements import Requirement
 
 import cafe_otel
-from cafe_otel.grpc_extra import GRPC_EXTRA, INSTALL_GRPC, GrpcExtraMissing
+from cafe_otel._export.grpc_extra import GRPC_EXTRA, INSTALL_GRPC, GrpcExtraMissing
 
 REPO = Path(__file__).resolve().parents[2]
 GRPC_MODULES = ("grpc", "opentelemetry.exporter.otlp.proto.grpc",

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from cafe.cli import main
 from cafe.errors import ConfigurationError
 from cafe_otel import configure
-from cafe_otel._environment import LIMIT_VARIABLES
+from cafe_otel._config.environment import LIMIT_VARIABLES
 
 from .conftest import closed_port
 
@@ -163,7 +163,7 @@ def test_importing_cafe_otel_reads_no_environment_and_survives_a_hostile_one() -
 
 
 def test_a_hostile_span_limit_is_refused_when_configuration_is_resolved() -> None:
-    from cafe_otel.settings import resolve_settings
+    from cafe_otel._config.settings import resolve_settings
 
     with pytest.raises(ConfigurationError) as raised:
         resolve_settings(environ={"OTEL_SPAN_EVENT_COUNT_LIMIT": "abc"})

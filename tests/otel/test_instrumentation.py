@@ -18,9 +18,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 import cafe.wire as wire
 from cafe_otel import configure, encode
 from cafe_otel import semconv as sc
-from cafe_otel.configure import TelemetryHandle
+from cafe_otel._configure import TelemetryHandle
+from cafe_otel._metrics.listener import DURATION_BUCKETS
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
-from cafe_otel.metrics_listener import DURATION_BUCKETS
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-instrumented-5b9e0c1d2f3a4b5c"

@@ -1,4 +1,4 @@
-"""A local generation's span is made at its end (cafe_otel.lazy_span): the exported spans
+"""A local generation's span is made at its end (cafe_otel._spans.lazy_span): the exported spans
 are the ones made the other way, and whoever looks at the current span inside the call
 gets the real one."""
 
@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
-from cafe_otel.span_listener import SpanListener
+from cafe_otel._spans.listener import SpanListener
 
 from .conftest import seed_shift, span_tree
 

@@ -21,9 +21,9 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, Status, Sta
 import cafe
 from cafe.clients import LiveClient, LiveSettings, Secret
 from cafe_otel import MetadataOnlySpanProcessor, TelemetryAccount, configure, encode
-from cafe_otel.metadata_processor import HASH_MARKER, sanitise_span
+from cafe_otel._privacy.processor import HASH_MARKER, sanitise_span
+from cafe_otel._privacy.shapes import REDACTED_NAME, SHAPES
 from cafe_otel.semconv import GEN_AI_OUTPUT_MESSAGES, METADATA_ALLOWLIST
-from cafe_otel.shapes import REDACTED_NAME, SHAPES
 
 from .conftest import SEED_DECISIONS
 from .echo_server import echo_server, planted_reply
@@ -280,7 +280,7 @@ def _live_cli_shift(reply: dict, options: list[str], environ: dict[str, str]):
     """`cafe shift` against a live echo server, over OTLP/HTTP to a receiver with the live key
     set: (exit code, stdout, stderr, the receiver)."""
     from cafe.cli import main
-    from cafe_otel.cli_plugin import plugin
+    from cafe_otel._cli.plugin import plugin
 
     from .test_cli_plugin import Receiver
 

@@ -8,7 +8,7 @@ from opentelemetry.trace import StatusCode
 
 import cafe
 from cafe.trace import EventLog, GenerationStarted, Phase, PhaseStarted
-from cafe_otel import content, mapping
+from cafe_otel._spans import content, mapping
 
 
 def _started_generation(client) -> GenerationStarted:

@@ -154,7 +154,7 @@ def test_no_global_provider_is_touched():
 
 
 def test_a_span_with_nothing_to_strip_is_handed_on_as_is_and_a_dirty_one_is_copied():
-    from cafe_otel.metadata_processor import sanitise_span
+    from cafe_otel._privacy.processor import sanitise_span
 
     provider = TracerProvider()
     sink = InMemorySpanExporter()

@@ -1,4 +1,4 @@
-"""Our in-process metric streams (cafe_otel.aggregation) and the reader that exports them
+"""Our in-process metric streams (cafe_otel._metrics.aggregation) and the reader that exports them
 beside the MeterProvider's: the same points as the SDK's instruments, every temporality,
 the cardinality bound, and one export a collection."""
 
@@ -33,9 +33,9 @@ from cafe.trace.events import (
     ToolEnded,
 )
 from cafe_otel import TelemetryAccount, configure
-from cafe_otel.aggregation import CARDINALITY_LIMIT, OVERFLOW, InProcessMetrics
-from cafe_otel.metric_reader import MergingMetricReader
-from cafe_otel.metrics_listener import MetricsListener, our_scope
+from cafe_otel._metrics.aggregation import CARDINALITY_LIMIT, OVERFLOW, InProcessMetrics
+from cafe_otel._metrics.listener import MetricsListener, our_scope
+from cafe_otel._metrics.reader import MergingMetricReader
 
 DELTA, CUMULATIVE = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
 

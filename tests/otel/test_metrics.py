@@ -11,7 +11,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 
 import cafe
 from cafe_otel import semconv as sc
-from cafe_otel.metrics_listener import DURATION_BUCKETS, TOKEN_USAGE_BUCKETS, MetricsListener
+from cafe_otel._metrics.listener import DURATION_BUCKETS, TOKEN_USAGE_BUCKETS, MetricsListener
 
 CANARY = "Zanzibar-canary-7731"  # customer text that must never reach a metric
 

@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import cafe
 from cafe_otel import TelemetryConfigError, configure
-from cafe_otel.metric_settings import resolve_metric_settings
-from cafe_otel.metrics_export import count_points
-from cafe_otel.settings import resolve_settings
+from cafe_otel._config.metrics import resolve_metric_settings
+from cafe_otel._config.settings import resolve_settings
+from cafe_otel._export.metrics_export import count_points
 
 
 class Metrics(MetricExporter):

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import cafe
 from cafe.recording.format import Timing
 from cafe_otel import SequentialIdGenerator, configure, export_recording
-from cafe_otel.recording_export import calls_only_events, shift_events
+from cafe_otel._offline.recording_export import calls_only_events, shift_events
 
 ORIGIN = 1_767_225_600_000_000_000
 

@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import cafe
 from cafe_otel import configure
-from cafe_otel.account import EXPORTER_METRIC_POINTS_EXPORTED, EXPORTER_SPAN_EXPORTED, REJECTED
-from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.partial_success import RejectionCounter
+from cafe_otel._export.account import EXPORTER_METRIC_POINTS_EXPORTED, EXPORTER_SPAN_EXPORTED, REJECTED
+from cafe_otel._export.batch import BoundedBatchSpanProcessor
+from cafe_otel._export.partial_success import RejectionCounter
 from tests.local_http import QuietHandler, serving
 
 SERVER_TEXT = "REJECTION-CANARY: the receiver's own words"

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import cafe
 from cafe.cli import main
 from cafe_otel import SequentialIdGenerator, configure, describe, diff, encode, export_recording
-from cafe_otel.cli_plugin import plugin
+from cafe_otel._cli.plugin import plugin
 
 from .conftest import SEED_DECISIONS
 

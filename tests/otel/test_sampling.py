@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
 
 from cafe.cli import main
 from cafe_otel import TelemetryConfigError, configure
-from cafe_otel.cli_plugin import plugin
-from cafe_otel.sampling import SAMPLERS, sampler_from
+from cafe_otel._cli.plugin import plugin
+from cafe_otel._config.sampling import SAMPLERS, sampler_from
 
 from .conftest import closed_port, seed_shift
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 
 from cafe_otel import TelemetryAccount
-from cafe_otel.metadata_processor import SpanSanitiser
+from cafe_otel._privacy.processor import SpanSanitiser
 
 from .metadata_examples import LEGIT, MARK
 

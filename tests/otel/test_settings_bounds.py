@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from cafe.cli import main
 from cafe_otel import TelemetryConfigError, configure, resolve_settings
-from cafe_otel.settings import resolve_batch_settings
+from cafe_otel._config.settings import resolve_batch_settings
 
 from .conftest import closed_port
 

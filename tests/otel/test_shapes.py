@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe_otel import semconv as sc
-from cafe_otel.shapes import CONTENT, SHAPES, SPAN_NAME, TRACESTATE_OT, markdown_table
+from cafe_otel._privacy.shapes import CONTENT, SHAPES, SPAN_NAME, TRACESTATE_OT, markdown_table
 
 from .metadata_examples import LEGIT, MARK, METADATA_KEYS, MORE_LEGIT, free_text
 

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from cafe.cli import main
-from cafe_otel.cli_plugin import plugin
+from cafe_otel._cli.plugin import plugin
 from tests.local_http import QuietHandler, serving
 
 

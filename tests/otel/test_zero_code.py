@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cafe_otel import semconv as sc
-from cafe_otel.metrics_listener import DURATION_BUCKETS
+from cafe_otel._metrics.listener import DURATION_BUCKETS
 from tests.wire.openai_server import OpenAIServer
 
 from .test_cli_plugin import Receiver

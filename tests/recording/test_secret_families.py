@@ -190,9 +190,9 @@ def test_the_patterns_have_one_home_that_the_old_names_share() -> None:
     import cafe.privacy
     import cafe.recording.scrub
     import cafe.view.scrubbing
-    import cafe_otel.resource_secrets
+    import cafe_otel._privacy.resource
 
     assert cafe.recording.scrub.Scrubber is cafe.privacy.Scrubber
     assert cafe.recording.scrub.DEFAULT_SECRET_PATTERNS is cafe.privacy.DEFAULT_SECRET_PATTERNS
     assert cafe.view.scrubbing.scrubbed is cafe.privacy.scrubbed
-    assert cafe_otel.resource_secrets.holds_secret is cafe.privacy.holds_secret
+    assert cafe_otel._privacy.resource.holds_secret is cafe.privacy.holds_secret

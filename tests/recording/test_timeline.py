@@ -76,7 +76,7 @@ def test_exported_chat_spans_start_where_the_recorded_calls_start(tmp_path: Path
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     # The package's face exports the function under the module's name: take the module itself.
-    configuring = importlib.import_module("cafe_otel.configure")
+    configuring = importlib.import_module("cafe_otel._configure")
     from cafe.cli import main
     from cafe.plugins import installed_plugins
 

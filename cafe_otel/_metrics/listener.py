@@ -29,11 +29,11 @@ Metadata only, bounded cardinality: every attribute value is an enum member, a m
 provider name, a tool label or an endpoint. No conversation id, response id, call id,
 ticket number or free text ever becomes a metric attribute. The model and server name
 a reply reports are the server's to choose, so every attribute passes the same shape table
-as a span's (`cafe_otel.shapes`) before it is recorded: a value that does not fit, or that
+as a span's (`cafe_otel._privacy.shapes`) before it is recorded: a value that does not fit, or that
 holds one of the secrets we were given, is left off the point and counted in the account.
 
 Where it records: given an `InProcessMetrics` (what `configure()` hands it), into our own
-streams, aggregated where they are recorded (`cafe_otel.aggregation`: three SDK histogram
+streams, aggregated where they are recorded (`cafe_otel._metrics.aggregation`: three SDK histogram
 records a model call would cost more than its span); given any MeterProvider or Meter,
 through that meter's instruments. Both give the same points (a test holds them equal). The
 attributes of a call are shaped once per distinct set, not once per record.
@@ -56,12 +56,12 @@ from cafe.trace.events import (
     ToolEnded,
     TraceEvent,
 )
-from cafe_otel import mapping
 from cafe_otel import semconv as sc
-from cafe_otel.account import TelemetryAccount
-from cafe_otel.aggregation import AttributeKey, InProcessMetrics
-from cafe_otel.metadata_processor import SpanSanitiser
-from cafe_otel.scope import our_version
+from cafe_otel._export.account import TelemetryAccount
+from cafe_otel._metrics.aggregation import AttributeKey, InProcessMetrics
+from cafe_otel._privacy.processor import SpanSanitiser
+from cafe_otel._spans import mapping
+from cafe_otel._spans.scope import our_version
 
 TOKEN_USAGE_BUCKETS: tuple[float, ...] = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,

@@ -5,7 +5,7 @@ interface: an export never raises and never outlasts its bound, and every data p
 to it is settled in the account as exported or dropped with a cause (`timeout`, `busy`,
 `failure`, the exception's class name), under the SDK's own self-observability name
 `otel.sdk.exporter.metric_data_point.exported`, or, for a final export still in flight at
-shutdown's deadline, by what its attempts at the transport say (`cafe_otel.attempts`):
+shutdown's deadline, by what its attempts at the transport say (`cafe_otel._export.attempts`):
 unconfirmed while one may yet be stored, dropped when every attempt delivered nothing.
 The reader (`MergingMetricReader`) exports every `export_interval` what the MeterProvider
 holds and our own streams (`InProcessMetrics`, which the handle's `MetricsListener` records
@@ -24,16 +24,16 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import TIMEOUT, FailSoft
-from cafe_otel.account import REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
-from cafe_otel.aggregation import InProcessMetrics
-from cafe_otel.attempts import AttemptLog, InFlight, watch_grpc_exporter, watch_http_session
-from cafe_otel.failsoft import GRACE_SECONDS
-from cafe_otel.grpc_extra import grpc_exporter
-from cafe_otel.metric_reader import MergingMetricReader
-from cafe_otel.metric_settings import MetricSettings
-from cafe_otel.partial_success import RejectionCounter, refusal_status, rejected_count
-from cafe_otel.resource_secrets import ResourceGuard
-from cafe_otel.settings import GRPC, display_endpoint
+from cafe_otel._config.metrics import MetricSettings
+from cafe_otel._config.settings import GRPC, display_endpoint
+from cafe_otel._export.account import REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
+from cafe_otel._export.attempts import AttemptLog, InFlight, watch_grpc_exporter, watch_http_session
+from cafe_otel._export.failsoft import GRACE_SECONDS
+from cafe_otel._export.grpc_extra import grpc_exporter
+from cafe_otel._export.partial_success import RejectionCounter, refusal_status, rejected_count
+from cafe_otel._metrics.aggregation import InProcessMetrics
+from cafe_otel._metrics.reader import MergingMetricReader
+from cafe_otel._privacy.resource import ResourceGuard
 
 
 def count_points(data: MetricsData) -> int:
@@ -50,7 +50,7 @@ class FailSoftMetricExporter(MetricExporter):
                  target: str = "metrics exporter", rejected: Callable[[], int] | None = None,
                  refused: Callable[[], int | None] | None = None, attempts: AttemptLog | None = None) -> None:
         # `rejected`: after an export the exporter called a success, how many of its points
-        # the receiver rejected (OTLP partial success, `cafe_otel.partial_success`); `refused`:
+        # the receiver rejected (OTLP partial success, `cafe_otel._export.partial_success`); `refused`:
         # the status of an answer that was not 2xx (a redirect), when the exporter called it a success;
         # `attempts`: the inner exporter's attempts at the transport.
         super().__init__(preferred_temporality=inner._preferred_temporality,

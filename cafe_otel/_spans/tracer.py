@@ -2,7 +2,7 @@
 object (`run_shift(..., tracer=OTelTracer(provider))`).
 
 It is a constructor, nothing more: it overrides no method of `Tracer`. The mirroring is
-the listener's (`cafe_otel.span_listener`); the isolation is the tracer's: a listener
+the listener's (`cafe_otel._spans.listener`); the isolation is the tracer's: a listener
 failure never reaches the shift, and is counted in the account when there is one.
 """
 
@@ -15,10 +15,10 @@ from opentelemetry import trace
 from cafe.trace.clock import Clock
 from cafe.trace.failsoft import FailureReport
 from cafe.trace.tracer import Exporter, Tracer
-from cafe_otel.account import TelemetryAccount
-from cafe_otel.content import CaptureMode, capture_mode
-from cafe_otel.scope import otel_tracer_of
-from cafe_otel.span_listener import SpanListener
+from cafe_otel._export.account import TelemetryAccount
+from cafe_otel._spans.content import CaptureMode, capture_mode
+from cafe_otel._spans.listener import SpanListener
+from cafe_otel._spans.scope import otel_tracer_of
 
 __all__ = ["OTelTracer", "otel_tracer_of"]
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-from cafe_otel.settings import display_endpoint
+from cafe_otel._config.settings import display_endpoint
 
 LOGGERS = ("opentelemetry", "grpc")
 MASK = "***"

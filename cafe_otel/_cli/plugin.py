@@ -10,7 +10,7 @@ What the exporters and gRPC print meanwhile is held and redacted (`cli_logs`).
 
 Loading the plugin imports no OpenTelemetry SDK: the `cafe` command loads it for every
 command, and the SDK reads `os.environ` when it is imported. The SDK is imported through
-`cafe_otel._environment.import_sdk` when a command first needs it, after the settings of
+`cafe_otel._config.environment.import_sdk` when a command first needs it, after the settings of
 the environ handed in were resolved and checked.
 """
 
@@ -30,11 +30,11 @@ from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
 from cafe.urls import http_url_problem, shown_url
+from cafe_otel._cli.logs import ExporterLogCapture, redactor
 from cafe_otel._config import variables as v
+from cafe_otel._config.environment import import_sdk
 from cafe_otel._config.numbers import ascii_decimal
-from cafe_otel._environment import import_sdk
-from cafe_otel.cli_logs import ExporterLogCapture, redactor
-from cafe_otel.settings import (
+from cafe_otel._config.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     GRPC,
     HTTP,
@@ -45,7 +45,7 @@ from cafe_otel.settings import (
 )
 
 if TYPE_CHECKING:
-    from cafe_otel.configure import TelemetryHandle
+    from cafe_otel._configure import TelemetryHandle
 
 ENDPOINT_VARIABLES = v.ENDPOINT_VARIABLES
 
@@ -98,7 +98,7 @@ def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any
     # Resolved first: a bad setting of `environ` is its own named error before the SDK is imported.
     resolve_settings(endpoint=args.otlp or None, protocol=args.otlp_protocol, environ=environ)
     import_sdk()
-    from cafe_otel.configure import configure
+    from cafe_otel._configure import configure
 
     return configure(
         endpoint=args.otlp or None,
@@ -147,7 +147,7 @@ class OTelSession:
         """The trace id of each shift sent (and its page, with CAFE_JAEGER_URL), once close()
         has settled the account: only when spans were delivered, marked when delivery is
         unconfirmed, and none when nothing was delivered (the link would show nothing)."""
-        from cafe_otel.span_listener import SpanListener
+        from cafe_otel._spans.listener import SpanListener
 
         listener = getattr(self.tracer, "span_listener", None)
         ids = listener.trace_ids if isinstance(listener, SpanListener) else []
@@ -185,9 +185,9 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         import_sdk()
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        from cafe_otel.ids import SequentialIdGenerator
-        from cafe_otel.otlp import encode
-        from cafe_otel.recording_export import export_recording
+        from cafe_otel._offline.otlp_bytes import encode
+        from cafe_otel._offline.recording_export import export_recording
+        from cafe_otel._spans.ids import SequentialIdGenerator
 
         sink = InMemorySpanExporter()
         handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
@@ -214,8 +214,8 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     if handle.provider is None or handle.settings is None:
         out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
         return 0
-    from cafe_otel.failsoft import GRACE_SECONDS
-    from cafe_otel.recording_export import export_recording
+    from cafe_otel._export.failsoft import GRACE_SECONDS
+    from cafe_otel._offline.recording_export import export_recording
 
     # Delivering is this command's whole job: it waits as long as one export may take (the
     # export timeout in force, and the grace its exporter is given), not the short exit bound.
@@ -240,7 +240,7 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
 
 def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     import_sdk()
-    from cafe_otel.golden import check_golden
+    from cafe_otel._offline.golden import check_golden
 
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
     out.write(check_golden(recording, args.golden, update=args.update) + "\n")
@@ -284,7 +284,7 @@ class OTelCliPlugin:
         # The commands are registered for every `cafe` command; the demo's module is the SDK's
         # first import, through the guard that names a span limit the SDK refuses.
         import_sdk()
-        from cafe_otel import demo
+        from cafe_otel._cli import demo
 
         demo.register(commands)
 

@@ -6,7 +6,7 @@ the calling thread does not pay it. `MetadataOnlySpanProcessor` runs the same ch
 `on_end`, for a chain composed by hand: it wraps the next processor and, at `on_end`, hands
 it a sanitised COPY of the span (a `ReadableSpan`'s attributes are read-only).
 Every key must be on the allowlist AND its
-value must fit the key's declared shape (`cafe_otel.shapes`): a value that does not fit is
+value must fit the key's declared shape (`cafe_otel._privacy.shapes`): a value that does not fit is
 withheld and counted in the account by key (an identifier is replaced by a keyed hash), and
 so is a value holding one of the secrets we were given. Span names, event names,
 instrumentation scopes, links and the trace state are shaped the same way; the status
@@ -37,9 +37,9 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, Status, TraceState
 
 from cafe.privacy import MIN_SECRET_CHARS, Scrubber, holds_secret
-from cafe_otel import shapes as sh
-from cafe_otel.account import TelemetryAccount
-from cafe_otel.resource_secrets import ResourceGuard
+from cafe_otel._export.account import TelemetryAccount
+from cafe_otel._privacy import shapes as sh
+from cafe_otel._privacy.resource import ResourceGuard
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]

@@ -42,7 +42,7 @@ from opentelemetry.sdk.metrics.view import (
 from cafe_otel._config import variables as v
 from cafe_otel._config.parse import TelemetryConfigError, display_endpoint, millis_in_range, seconds_in_range
 from cafe_otel._config.signal import NO_OPTIONS, OTLPOptions, SignalConfig, resolve_signal
-from cafe_otel.tls import TlsSettings
+from cafe_otel._config.tls import TlsSettings
 
 OTLP, NONE = "otlp", "none"
 DEFAULT_EXPORT_INTERVAL = 60.0  # seconds: the specification's 60000 ms

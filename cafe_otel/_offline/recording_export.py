@@ -41,8 +41,8 @@ from cafe.trace.events import (
 )
 from cafe.trace.log import EventLog
 from cafe.trace.tracer import Tracer
-from cafe_otel.content import CaptureMode, capture_mode
-from cafe_otel.span_listener import SpanListener
+from cafe_otel._spans.content import CaptureMode, capture_mode
+from cafe_otel._spans.listener import SpanListener
 
 UNKNOWN_PROVIDER = "unknown"
 

@@ -174,7 +174,7 @@ def _never_connected(error: BaseException) -> bool:
 
 def watch_http_session(session: Any, log: AttemptLog) -> None:
     """Count every request `session` (a `requests.Session`) sends in `log`. Its response
-    hooks (`cafe_otel.partial_success`) run inside `send`, so before the attempt ends."""
+    hooks (`cafe_otel._export.partial_success`) run inside `send`, so before the attempt ends."""
     send = session.send
 
     def counted_send(request: Any, **kwargs: Any) -> Any:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from cafe_otel import semconv as sc
 from cafe_otel._config import variables as v
+from cafe_otel._config.environment import check_limits
 from cafe_otel._config.parse import (
     GRPC,
     HTTP,
@@ -45,9 +46,8 @@ from cafe_otel._config.signal import (
     SignalConfig,
     resolve_signal,
 )
-from cafe_otel._environment import check_limits
-from cafe_otel.content import CaptureMode, capture_mode
-from cafe_otel.tls import TlsSettings
+from cafe_otel._config.tls import TlsSettings
+from cafe_otel._spans.content import CaptureMode, capture_mode
 
 DEFAULT_SERVICE_NAME = "cafe"
 HTTP_TRACES_PATH = "/v1/traces"
@@ -129,7 +129,7 @@ def resolve_settings(
 ) -> Settings:
     """Explicit arguments beat OTEL_* variables, which beat defaults. The traces' exporter
     settings are `cafe_otel._config.signal.resolve_signal("traces", ...)`; the metrics' are
-    resolved by the same function (`cafe_otel.metric_settings`)."""
+    resolved by the same function (`cafe_otel._config.metrics`)."""
     env = os.environ if environ is None else environ
     resource = parse_key_values(env.get(v.OTEL_RESOURCE_ATTRIBUTES), v.OTEL_RESOURCE_ATTRIBUTES)
     named = first(env, v.OTEL_SERVICE_NAME)
@@ -150,7 +150,7 @@ def resolve_settings(
 
 # Variables of the specification whose other choices cafe does not offer: spans leave over
 # OTLP only. Any other value is refused, not ignored: it would not do what it says. (The
-# sampler variables are read by cafe_otel.sampling.)
+# sampler variables are read by cafe_otel._config.sampling.)
 _OFFERED = {
     v.OTEL_TRACES_EXPORTER: (("otlp", "console"),
                              "spans leave over OTLP, or on stdout with console; for none, leave --otlp and "

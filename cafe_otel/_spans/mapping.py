@@ -27,8 +27,9 @@ from cafe.trace.events import (
     ToolEnded,
     ToolStarted,
 )
-from cafe_otel import agent, content
+from cafe_otel import agent
 from cafe_otel import semconv as sc
+from cafe_otel._spans import content
 
 Attributes = dict[str, Any]
 

@@ -3,7 +3,7 @@
 No second tree: the listener keeps only the spans still open (with the shift's
 conversation id and the turn they inherit), starts each as a child of its parent's OTel
 span and attaches it as the current context, so that a third-party instrumented call made
-inside it nests under it. Every attribute comes from `cafe_otel.mapping`, the one mapping
+inside it nests under it. Every attribute comes from `cafe_otel._spans.mapping`, the one mapping
 shared by a live shift, a replay and `cafe export`.
 
 One saving, where it changes nothing seen: a generation whose client reports no network
@@ -45,12 +45,12 @@ from cafe.trace.events import (
     ToolStarted,
     TraceEvent,
 )
-from cafe_otel import mapping
 from cafe_otel import semconv as sc
+from cafe_otel._spans import mapping
+from cafe_otel._spans.content import CaptureMode
+from cafe_otel._spans.lazy_span import LazySpan
+from cafe_otel._spans.scope import otel_tracer_of
 from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals, qualified_name
-from cafe_otel.content import CaptureMode
-from cafe_otel.lazy_span import LazySpan
-from cafe_otel.scope import otel_tracer_of
 
 Timestamps = Callable[[TraceEvent], int | None]
 
@@ -196,7 +196,7 @@ class SpanListener:
             found = content(event)
             # Content goes on the span only. The 1.41.1 content event is a log record with
             # the content in structured form, which a span event (string attributes) is not:
-            # none is emitted (`cafe_otel.content.CaptureMode`).
+            # none is emitted (`cafe_otel._spans.content.CaptureMode`).
             if found and self._on_span:
                 span.set_attributes(found)
         if error_type:

@@ -21,7 +21,7 @@ local (`handle.is_global` says which). `shapes=` declares the shapes of the call
 attribute keys (they pass the metadata-only processor when their values fit).
 `OTEL_TRACES_EXPORTER=console` prints the (sanitised) spans on stdout, for development.
 
-How settings are resolved, checked and the OTEL_* variables read is `cafe_otel.settings`.
+How settings are resolved, checked and the OTEL_* variables read is `cafe_otel._config.settings`.
 """
 
 from __future__ import annotations
@@ -47,22 +47,10 @@ from cafe.trace.clock import Clock
 from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
-from cafe_otel import shapes as sh
-from cafe_otel._config.signal import checked_headers
-from cafe_otel._environment import span_limits
-from cafe_otel.account import TelemetryAccount
-from cafe_otel.aggregation import InProcessMetrics
-from cafe_otel.attempts import AttemptLog, watch_grpc_exporter, watch_http_session
-from cafe_otel.batch import BoundedBatchSpanProcessor
-from cafe_otel.content import CaptureMode, content_scrubber
-from cafe_otel.grpc_extra import grpc_exporter
-from cafe_otel.metadata_processor import SpanSanitiser
-from cafe_otel.metric_settings import MetricSettings, metrics_wanted, resolve_metric_settings
-from cafe_otel.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
-from cafe_otel.metrics_listener import MetricsListener, our_scope
-from cafe_otel.partial_success import RejectionCounter
-from cafe_otel.sampling import sampler_from
-from cafe_otel.settings import (
+from cafe_otel._config.environment import span_limits
+from cafe_otel._config.metrics import MetricSettings, metrics_wanted, resolve_metric_settings
+from cafe_otel._config.sampling import sampler_from
+from cafe_otel._config.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     GRPC,
     Settings,
@@ -72,8 +60,20 @@ from cafe_otel.settings import (
     resolve_settings,
     seconds_in_range,
 )
-from cafe_otel.tls import TlsSettings
-from cafe_otel.tracer import OTelTracer
+from cafe_otel._config.signal import checked_headers
+from cafe_otel._config.tls import TlsSettings
+from cafe_otel._export.account import TelemetryAccount
+from cafe_otel._export.attempts import AttemptLog, watch_grpc_exporter, watch_http_session
+from cafe_otel._export.batch import BoundedBatchSpanProcessor
+from cafe_otel._export.grpc_extra import grpc_exporter
+from cafe_otel._export.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
+from cafe_otel._export.partial_success import RejectionCounter
+from cafe_otel._metrics.aggregation import InProcessMetrics
+from cafe_otel._metrics.listener import MetricsListener, our_scope
+from cafe_otel._privacy import shapes as sh
+from cafe_otel._privacy.processor import SpanSanitiser
+from cafe_otel._spans.content import CaptureMode, content_scrubber
+from cafe_otel._spans.tracer import OTelTracer
 
 if TYPE_CHECKING:
     from cafe_otel.instrumentation import GenAIWireObserver
@@ -105,9 +105,9 @@ def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
                         rejections: RejectionCounter | None = None,
                         attempts: AttemptLog | None = None) -> SpanExporter:
     # Every argument is passed explicitly: the exporters read os.environ for any left None.
-    # `tls` is the traces' (`cafe_otel.tls`); none given: the settings' own.
+    # `tls` is the traces' (`cafe_otel._config.tls`); none given: the settings' own.
     # `rejections` reads each OTLP/HTTP answer for spans rejected in a 2xx (gRPC's exporter
-    # hands no answer back). `attempts` counts its attempts at the transport (`cafe_otel.attempts`).
+    # hands no answer back). `attempts` counts its attempts at the transport (`cafe_otel._export.attempts`).
     tls = settings.tls if tls is None else tls
     headers = exporter_headers(settings.headers, settings.protocol)
     if settings.protocol == GRPC:
@@ -170,8 +170,8 @@ class TelemetryHandle:
         """An observer for `cafe.wire` that reports every `openai` SDK call through this
         handle: its provider, its metrics, its account, and the API keys the calls carry
         kept out of every exported byte. None when telemetry is disabled."""
+        from cafe_otel._spans.scope import otel_tracer_of
         from cafe_otel.instrumentation import GenAIWireObserver
-        from cafe_otel.scope import otel_tracer_of
 
         if self.provider is None:
             return None
@@ -291,7 +291,7 @@ def configure(
     unless `OTEL_METRICS_EXPORTER=none`, or when `exporter` is given without a
     `metric_exporter`) adds the MeterProvider; `metric_exporter` replaces its OTLP exporter,
     as `exporter` does the spans'. `sampler` wins over `OTEL_TRACES_SAMPLER`
-    (`cafe_otel.sampling`; metrics are not sampled). `set_global` makes the providers the
+    (`cafe_otel._config.sampling`; metrics are not sampled). `set_global` makes the providers the
     global ones when none is set yet; `shapes` adds the caller's own keys to the shape table
     (`cafe_otel.Shape`)."""
     own_shapes = user_shapes(shapes)
@@ -343,7 +343,7 @@ def configure(
         schedule_delay=limits.schedule_delay, shutdown_timeout=limits.shutdown_timeout,
         rejected=rejections.take if rejections is not None else None,
         refused=rejections.take_refusal if rejections is not None else None,
-        # On the worker, before the exporter encodes anything (see `cafe_otel.batch`).
+        # On the worker, before the exporter encodes anything (see `cafe_otel._export.batch`).
         prepare=sanitiser,
         attempts=attempts,
     )
@@ -426,7 +426,7 @@ def user_shapes(shapes: Mapping[str, sh.Shape] | None) -> dict[str, sh.Shape]:
         if not isinstance(key, str) or not key.strip():
             raise TelemetryConfigError("shapes: every key must be a non-empty attribute name")
         if key in sh.SHAPES:
-            raise TelemetryConfigError(f"shapes: {key!r} already has a shape (cafe_otel.shapes.SHAPES); "
+            raise TelemetryConfigError(f"shapes: {key!r} already has a shape (cafe_otel._privacy.shapes.SHAPES); "
                                        "declare shapes for your own keys only")
         if not isinstance(shape, sh.Shape):
             raise TelemetryConfigError(f"shapes: the shape of {key!r} is not a cafe_otel.Shape")

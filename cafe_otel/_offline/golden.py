@@ -20,9 +20,9 @@ from cafe.recording.output import UnsafeOutput, check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import replay_shift
 from cafe.trace.clock import TickClock
-from cafe_otel.configure import configure
-from cafe_otel.ids import SequentialIdGenerator
-from cafe_otel.otlp import describe, encode
+from cafe_otel._configure import configure
+from cafe_otel._offline.otlp_bytes import describe, encode
+from cafe_otel._spans.ids import SequentialIdGenerator
 
 REPLAY_SERVICE = "cafe-replay"
 

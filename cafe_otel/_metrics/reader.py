@@ -3,7 +3,7 @@
 A `MetricReader` (the SDK's own abstract interface) that exports every `export_interval`,
 at `force_flush` and once more at shutdown, as the SDK's periodic reader does. Each time it
 collects what the MeterProvider aggregated (anyone's instruments on `handle.meter_provider`)
-and adds our streams (`cafe_otel.aggregation`) under our instrumentation scope, in the
+and adds our streams (`cafe_otel._metrics.aggregation`) under our instrumentation scope, in the
 temporality the exporter prefers, so the exporter sees one `MetricsData`. Exports never
 overlap (the specification's rule for `MetricExporter.export`), and are made with
 instrumentation suppressed, so an instrumented HTTP client does not trace our own exports.
@@ -33,7 +33,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import FailureReport, fail_soft
-from cafe_otel.aggregation import COUNTER, HISTOGRAM, InProcessMetrics
+from cafe_otel._metrics.aggregation import COUNTER, HISTOGRAM, InProcessMetrics
 
 
 def merged(collected: MetricsData | None, ours: InProcessMetrics, found: list[Any],

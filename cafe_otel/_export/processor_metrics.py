@@ -2,7 +2,7 @@
 `otel.sdk.processor.span.*`), for whoever hands it a `MeterProvider`.
 
 As the convention says: a span counts as processed when it is handed to the exporter
-(whatever the export then does; `cafe_otel.account` keeps that outcome), and a span
+(whatever the export then does; `cafe_otel._export.account` keeps that outcome), and a span
 lost before that counts with its `error.type` (`queue_full`, `already_shutdown`, or our
 `shutdown_timeout` for a span still queued when shutdown's bound ran out). Recording a
 metric never raises into the processor: a broken meter costs the metric, not a span.

@@ -5,7 +5,7 @@ record (about 20 µs here, opentelemetry-sdk 1.45), and a model call makes three
 tokens, output tokens, duration): more than its span costs. Our streams have few, bounded
 attribute sets, already shaped and known by the caller as a hashable key, so recording
 one is a dictionary lookup, a bisection and a few additions under a lock. The metric
-reader (`cafe_otel.metric_reader`) turns them into the SDK's own data points at each
+reader (`cafe_otel._metrics.reader`) turns them into the SDK's own data points at each
 collection, beside whatever the MeterProvider collected, so an exporter sees one
 `MetricsData`.
 

@@ -46,8 +46,8 @@ from cafe.recording.timeline import Timeline
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript
 from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report, write_private_page
-from cafe_otel.configure import configure
-from cafe_otel.otlp import encode
+from cafe_otel._configure import configure
+from cafe_otel._offline.otlp_bytes import encode
 
 DEMO_SEED = 7
 CONVERSATION_ID = "demo-shift-1"

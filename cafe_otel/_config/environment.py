@@ -3,7 +3,7 @@ and read from the mapping `configure()` is given, so the SDK reads none of them 
 
 The SDK answers a bad one with a bare ValueError: at `TracerProvider()`, and for
 `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT` already when `opentelemetry.sdk.trace` is first imported,
-from `os.environ`. Settings resolution (`cafe_otel.settings.resolve_settings`) checks the
+from `os.environ`. Settings resolution (`cafe_otel._config.settings.resolve_settings`) checks the
 limits of the environ it is handed; `import_sdk()` is how cafe_otel's entry points import
 the SDK, so that the one read at import is the same named error (exit 20), not an internal
 error or a plugin that silently did not load. Importing this module reads nothing.

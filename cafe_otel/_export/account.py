@@ -16,7 +16,7 @@ data points (a cumulative point goes out again at every export), with the same c
 `points()` gives them under those names.
 
 Three outcomes, never two. An export still in flight when shutdown's bound ran out is
-settled by its attempts at the transport (`cafe_otel.attempts`):
+settled by its attempts at the transport (`cafe_otel._export.attempts`):
 - `unconfirmed`, neither delivered nor lost, when a receiver may yet store all of it: an
   attempt was sent and not answered, or one ended without saying whether it arrived (a
   timeout after sending, a connection dropped mid-answer), or nothing could be seen at the

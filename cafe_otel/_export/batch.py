@@ -11,10 +11,10 @@ it), one daemon worker, and puts every exporter call (export, force_flush, shutd
 the fail-soft boundary, so an exporter that raises, hangs or fails costs a count, never the
 worker. Every sampled span handed to `on_end` is settled exactly once: exported, or dropped
 with a cause, or unconfirmed when shutdown's bound ends before its export answers and the
-attempts counted at the transport (`cafe_otel.attempts`) leave its delivery unknown (see
-`cafe_otel.account`), whatever the exporter does.
+attempts counted at the transport (`cafe_otel._export.attempts`) leave its delivery unknown (see
+`cafe_otel._export.account`), whatever the exporter does.
 
-`prepare` (the metadata-only check, `cafe_otel.metadata_processor.SpanSanitiser`) runs on
+`prepare` (the metadata-only check, `cafe_otel._privacy.processor.SpanSanitiser`) runs on
 the worker, on every span of a batch before the exporter sees any of it: a span that has
 ended is read-only, so checking it there guards what leaves exactly as checking it inside
 `span.end()` would, and the calling thread pays only the enqueue. It fails closed: a span
@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from cafe.trace.failsoft import BUSY, TIMEOUT, FailSoft, Outcome
-from cafe_otel.account import (
+from cafe_otel._export.account import (
     ALREADY_SHUTDOWN,
     QUEUE_FULL,
     REDACTION_FAILED,
@@ -43,10 +43,10 @@ from cafe_otel.account import (
     SHUTDOWN_TIMEOUT,
     TelemetryAccount,
 )
-from cafe_otel.attempts import AttemptLog, InFlight
-from cafe_otel.failsoft import GRACE_SECONDS, export_succeeded
-from cafe_otel.partial_success import refusal_status, rejected_count
-from cafe_otel.processor_metrics import ProcessorMetrics
+from cafe_otel._export.attempts import AttemptLog, InFlight
+from cafe_otel._export.failsoft import GRACE_SECONDS, export_succeeded
+from cafe_otel._export.partial_success import refusal_status, rejected_count
+from cafe_otel._export.processor_metrics import ProcessorMetrics
 
 
 @dataclass
@@ -97,9 +97,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         exporter given the same timeout finish its last try). `target` names where spans go
         in error texts (e.g. "grpc http://host:4317"; default: the exporter's class). With a
         `meter_provider`, the processor also reports the SDK's `otel.sdk.processor.span.*`
-        metrics (see `cafe_otel.processor_metrics`). `rejected`, when given, says after an
+        metrics (see `cafe_otel._export.processor_metrics`). `rejected`, when given, says after an
         export the exporter called a success how many of its spans the receiver rejected
-        (OTLP's partial success, `cafe_otel.partial_success`): those are counted as lost.
+        (OTLP's partial success, `cafe_otel._export.partial_success`): those are counted as lost.
         `refused`, when given, says after such an export the status of an answer that was not
         2xx (a redirect the exporter called a success): then the whole batch is lost.
         `prepare`, when given, turns each span into what may be exported, on the worker

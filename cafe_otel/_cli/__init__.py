@@ -1,0 +1,1 @@
+"""The `cafe` CLI plugin: telemetry flags, the telemetry line and the demo."""

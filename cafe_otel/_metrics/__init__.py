@@ -1,0 +1,1 @@
+"""GenAI client metrics: the listener, in-process aggregation and the reader."""

@@ -1,0 +1,1 @@
+"""Offline telemetry: spans from a recording, golden files and OTLP bytes."""

@@ -1,0 +1,1 @@
+"""What may leave: the shape table, the metadata-only processor, the resource guard."""
