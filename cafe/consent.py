@@ -18,7 +18,7 @@ from cafe.orders import Ticket
 from cafe.outcomes import ConsentDecision, ConsentOutcome, ToolStatus
 from cafe.tools import PROPOSE_ORDER
 
-# The seed's names for the decisions: members of ConsentDecision (equal to their strings).
+# Module-level names for the decisions: members of ConsentDecision (equal to their strings).
 APPROVE, REJECT, EDIT = ConsentDecision.APPROVE, ConsentDecision.REJECT, ConsentDecision.EDIT
 DECISIONS = frozenset(ConsentDecision)
 

@@ -19,7 +19,7 @@ from cafe.orders import OrderState, Ticket
 from cafe.outcomes import StopReason, ToolStatus
 from cafe.repair import RepairBudget, feedback
 
-OK, INVALID = ToolStatus.OK, ToolStatus.INVALID  # the seed's names
+OK, INVALID = ToolStatus.OK, ToolStatus.INVALID  # module-level names for ToolStatus's members
 
 
 @dataclass

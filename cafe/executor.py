@@ -2,8 +2,8 @@
 
 It fires the approved payload, never the model's request. No approval means refused; a
 request whose table or items differ from the approval is aborted; and an approval is
-consumed by its fire, so a second fire of it is refused as a duplicate (the course had no
-such check, and a customer was charged twice).
+consumed by its fire, so a second fire of it is refused as a duplicate: one approval charges
+the customer once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from cafe.consent import Approval
 from cafe.orders import FiredTicket, OrderState
 from cafe.outcomes import ToolStatus
 
-# The seed's names for the fire outcomes: members of ToolStatus.
+# Module-level names for the fire outcomes, kept importable: they are ToolStatus's members.
 FIRED, REFUSED, ABORTED, DUPLICATE = ToolStatus.FIRED, ToolStatus.REFUSED, ToolStatus.ABORTED, ToolStatus.DUPLICATE
 
 

@@ -27,7 +27,7 @@ from cafe.trace.events import Phase
 from cafe.trace.tracer import NullTracer, Tracer
 from cafe.trace.tracing_client import TracingClient
 
-# The seed's names for the stop reasons, kept importable: they are the enum's members.
+# Module-level names for the stop reasons, kept importable: they are the enum's members.
 ANSWERED = StopReason.ANSWERED
 SCRIPT_DONE = StopReason.SCRIPT_DONE
 TURN_CAP = StopReason.TURN_CAP

@@ -233,9 +233,9 @@ def _alternative(match: re.Match[str]) -> int:
 # alternative among others: the reference would silently match something else, or nothing.
 _NUMBERED_REFERENCE = re.compile(r"(?<!\\)(?:\\\\)*\\[1-9]|\(\?\([0-9]")
 _ALTERNATIVE_NAME = re.compile(r"p(?:[0-9]+|k)")  # the alternation's own group names
-# A [REDACTED] already there is matched first, and kept, so scrubbing a scrubbed text changes
-# nothing: a configured pattern that matches in it (`[A-Z]{8}`, `\w{8}`) made [[REDACTED]] of
-# it, again at each scrub, and a replayed reply that held one no longer matched its recording.
+# A [REDACTED] already there is matched first, and kept: scrubbing is idempotent, so a
+# configured pattern that matches inside the marker (`[A-Z]{8}`, `\w{8}`) leaves it whole and a
+# replayed reply that holds one still equals its recording.
 _KEPT = f"(?P<pk>{re.escape(REDACTED)})"
 
 

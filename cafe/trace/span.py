@@ -8,7 +8,7 @@ from typing import Any
 
 from cafe.trace.events import NodeKind
 
-# The seed's names for the node kinds, kept importable: they are the enum's members.
+# Module-level names for the node kinds, kept importable: they are the enum's members.
 SHIFT, PHASE, GENERATION, TOOL = NodeKind.SHIFT, NodeKind.PHASE, NodeKind.GENERATION, NodeKind.TOOL
 
 

@@ -376,5 +376,5 @@ class NullTracer(Tracer):
     stack (bench figure 1: "cafe NullTracer generation")."""
 
     def __init__(self, exporter: Exporter | None = None, clock: Clock | None = None) -> None:
-        # The seed's signature; both arguments are ignored: there is nothing to export or time.
+        # Tracer's signature; both arguments are ignored: there is nothing to export or time.
         super().__init__(clock=_zero, keep_inputs=False, tree=False)
