@@ -36,10 +36,9 @@ from cafe.recording.errors import ReplayError, TranscriptMismatch
 from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import record_shift, replay_shift
-from cafe.recording.timeline import Timeline
 from cafe.recording.windows import RecordedClock, call_windows
 from cafe.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
-from cafe.trace.clock import Clock, TickClock
+from cafe.trace.clock import Clock, TickClock, Timeline
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest

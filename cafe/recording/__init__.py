@@ -32,8 +32,8 @@ from cafe.recording.normalise import normalise
 from cafe.recording.reader import load_recording, load_records
 from cafe.recording.replay import ReplayClient
 from cafe.recording.shift import record_shift, replay_shift, responder_of, script_of
-from cafe.recording.timeline import Timeline
 from cafe.recording.writer import RecordingClient, RecordingWriter
+from cafe.trace.clock import Timeline
 
 __all__ = [
     "DEFAULT_SECRET_PATTERNS",

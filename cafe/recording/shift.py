@@ -16,9 +16,9 @@ from cafe.recording.format import WIRE_VERSION, Ending, Recording
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
-from cafe.recording.timeline import NanoClock, Timeline
 from cafe.recording.windows import RecordedClock, RecordedTracingClient
 from cafe.recording.writer import RecordingClient
+from cafe.trace.clock import NanoClock, Timeline
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript_digest
 

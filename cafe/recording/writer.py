@@ -29,7 +29,7 @@ from cafe.recording.errors import MalformedLine, RecordingDisabled, RecordingErr
 from cafe.recording.format import FORMAT_NAME, FORMAT_VERSION, Ending, Header, RecordedCall, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import check_header
-from cafe.recording.timeline import NanoClock, Timeline
+from cafe.trace.clock import NanoClock, Timeline
 
 PARTIAL_SUFFIX = ".partial"
 _WHAT = "the recording"

@@ -1,7 +1,7 @@
 """The shift's trace: typed events from a tracer to its listeners (the in-memory tree first),
 clocks, the tracing client, usage and the fail-soft boundary."""
 
-from cafe.trace.clock import Clock, TickClock
+from cafe.trace.clock import Clock, TickClock, Timeline
 from cafe.trace.events import (
     ConsentDecided,
     GenerationEnded,
@@ -59,6 +59,7 @@ __all__ = [
     "SpanStarted",
     "TickClock",
     "TicketFired",
+    "Timeline",
     "ToolEnded",
     "ToolStarted",
     "TraceEvent",

@@ -42,7 +42,7 @@ from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.recording.scrub import Scrubber
 from cafe.recording.shift import record_shift, replay_shift
-from cafe.recording.timeline import Timeline
+from cafe.trace.clock import Timeline
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript
 from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report, write_private_page

@@ -254,7 +254,7 @@ def test_run_shift_without_an_id_draws_a_fresh_one_each_time():
 
 
 def test_replay_show_draws_the_tree_on_the_recorded_timeline(tmp_path):
-    from cafe.recording.timeline import Timeline
+    from cafe.trace.clock import Timeline
     from cafe.trace.render import format_seconds
 
     steps = iter(range(0, 10**12, 37_000_000))  # each monotonic reading 37 ms after the one before

@@ -8,8 +8,7 @@ from pathlib import Path
 from cafe.clients.scripted import ScriptedClient
 from cafe.consent import make_responder
 from cafe.recording import load_recording, record_shift
-from cafe.recording.timeline import Timeline
-from cafe.trace.clock import TickClock
+from cafe.trace.clock import TickClock, Timeline
 from cafe.trace.tracer import Tracer
 from tests.recording.helpers import run_cli
 
