@@ -23,7 +23,7 @@ from typing import Any, NoReturn, TextIO, cast
 from cafe import view
 from cafe.argtypes import attach_values, file_to_read, path_argument
 from cafe.clients.base import ChatClient, secrets_of
-from cafe.clients.select import get_client
+from cafe.clients.choose import get_client
 from cafe.consent import DECISIONS, Decision, make_responder
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.errors import CafeError, ScriptError, UsageError

@@ -17,7 +17,7 @@ classes, and docs/cli.md's exit table is made from it):
     * ApiKeyTooShort [20] (cafe.clients.settings)
     * ApiKeyUnsendable [20] (cafe.clients.settings)
     * InvalidLiveSetting [20] (cafe.clients.settings)
-    * UnknownMode [20] (cafe.clients.select)
+    * UnknownMode [20] (cafe.clients.choose)
     * TelemetryConfigError [20] (cafe_otel._config.parse)
       * SpanLimitError [20] (cafe_otel._config.environment)
       * GrpcExtraMissing [20] (cafe_otel._export.grpc_extra)

@@ -240,8 +240,8 @@ def cafe_model_client(request: pytest.FixtureRequest) -> Any:
     the ini option cafe_record_offline, the marker's record_offline=True). With neither,
     the test fails: a recording of the scripted model made by accident would pass for a
     real one. Override this fixture in a conftest.py to record through another client."""
+    from cafe.clients.choose import chosen_mode, get_client
     from cafe.clients.scripted import ScriptedClient
-    from cafe.clients.select import chosen_mode, get_client
     from cafe.errors import ConfigurationError
 
     failure = None

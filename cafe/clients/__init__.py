@@ -2,9 +2,9 @@
 
 from cafe.clients.base import ChatClient, HoldsSecrets, NetworkClient, check_tool_call_ids
 from cafe.clients.canned import CannedClient, CannedRepliesExhausted
+from cafe.clients.choose import get_client
 from cafe.clients.live import LiveClient
 from cafe.clients.scripted import ScriptedClient
-from cafe.clients.select import get_client
 from cafe.clients.settings import InvalidLiveSetting, LiveSettings, Secret
 
 __all__ = [

@@ -34,7 +34,7 @@ def _heavy(modules: list[str]) -> list[str]:
     "import cafe",
     "import cafe.clients",
     "from cafe import LiveClient, ScriptedClient, get_client",
-    "from cafe.clients.select import get_client; get_client({})",
+    "from cafe.clients.choose import get_client; get_client({})",
 ])
 def test_importing_cafe_loads_no_sdk(statement: str) -> None:
     found = _modules_after(f"{statement}\nfound = {{'modules': sorted(sys.modules)}}")
