@@ -286,10 +286,10 @@ def test_every_command_is_dispatched_by_the_run_it_sets():
     """main calls `args.run` and nothing else: a command that sets none would be an internal error."""
     import argparse
 
-    from cafe.cli import _build_parser
-    from cafe.plugins import installed_plugins
+    from cafe.cli.commands import build_parser
+    from cafe.cli.plugins import installed_plugins
 
-    parser = _build_parser(installed_plugins(lambda line: None))
+    parser = build_parser(installed_plugins(lambda line: None))
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert {"shift", "replay", "view", "check-recording", "record", "replay-run", "export", "golden", "demo"} \
         <= set(commands.choices)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cafe.cli import MAX_SCRIPT_BYTES, main
+from cafe.cli import main
+from cafe.cli.arguments import MAX_SCRIPT_BYTES
 
 
 def _run(*argv: str) -> tuple[int, str, str]:

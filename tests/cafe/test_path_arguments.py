@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cafe.cli import _build_parser, main
-from cafe.plugins import installed_plugins
+from cafe.cli import main
+from cafe.cli.commands import build_parser
+from cafe.cli.plugins import installed_plugins
 from cafe_otel.cli_plugin import plugin
 
 # What an argument's metavar or name says when it names a file or a directory.
@@ -26,7 +27,7 @@ def _run(*argv: str) -> tuple[int, str, str]:
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    parser = _build_parser(installed_plugins(lambda line: None))
+    parser = build_parser(installed_plugins(lambda line: None))
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(commands.choices)
 

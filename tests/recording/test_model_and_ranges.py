@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe.cli import main
+from cafe.cli.plugins import installed_plugins
 from cafe.errors import ScriptError
-from cafe.plugins import installed_plugins
 from cafe.recording import MalformedLine, load_recording
 from tests.recording.helpers import call, dump, end, header, request, response, run_cli
 

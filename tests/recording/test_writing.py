@@ -201,7 +201,7 @@ def test_a_shift_that_fails_mid_way_names_the_kept_calls_on_its_one_error_line(t
                 raise ModelCallError("model endpoint example failed: APIConnectionError")
             return super().chat(*args, **kwargs)
 
-    monkeypatch.setattr("cafe.cli.get_client", lambda environ: FailsSecond())
+    monkeypatch.setattr("cafe.cli.shift.get_client", lambda environ: FailsSecond())
     path = tmp_path / "half.jsonl"
     code, _, err = run_cli("shift", "--record", str(path), "--seed", "1")
     assert code == ModelCallError.exit_code and err.count("\n") == 1
