@@ -1,20 +1,25 @@
-"""What the `cafe` commands take from the command line (cafe/cli/arguments.py): paths, and the
-customer script a shift reads."""
+"""What the `cafe` commands take from the command line (cafe/cli/arguments.py and the plugin's
+options): paths, the customer script a shift reads, consent decisions and an export timeout."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cafe.cli import main
 from cafe.cli.arguments import MAX_SCRIPT_BYTES
 from cafe.cli.commands import build_parser
 from cafe.cli.plugins import installed_plugins
+from cafe.errors import ScriptError
 from cafe_otel.cli_plugin import plugin
+from tests.recording.helpers import call, dump, end, header, run_cli
 
 # Every argument that names a path refuses an empty or blank one as a usage error (exit 2,
 # one line): `Path("")` is `.`, a directory that exists, and an empty option value is easily
@@ -141,3 +146,44 @@ def test_a_script_beyond_the_bound_is_refused_and_one_at_it_is_read(tmp_path: Pa
     small = tmp_path / "small.txt"
     small.write_bytes(b"A latte, please.\nThat's all.\n")
     assert _run_without_plugins("shift", "--seed", "2", "--script", str(small))[0] == 0
+
+
+# An absurd `--decision` payload is a script error (exit 23) on one short line, and an
+# absurd `export --timeout` a usage error (exit 2): never an internal error.
+
+ABSURD_DECISIONS = [
+    "edit=NaN", "edit=Infinity", "edit=1e999", "edit=" + "[" * 5000 + "]" * 5000, "edit=" + "9" * 10_000,
+    "edit=[1, 2]", "edit=" + json.dumps({"items": ["latte"], "n": "x" * 100_000}), "edit=",
+    "approve=yes", "later",
+]
+
+
+@pytest.mark.parametrize("decision", ABSURD_DECISIONS, ids=range(len(ABSURD_DECISIONS)))
+def test_absurd_decisions_are_script_errors(decision: str):
+    code, _, err = run_cli("shift", "--decision", decision, "--seed", "1")
+    assert code == ScriptError.exit_code, err
+    assert err.count("\n") == 1 and len(err) < 300
+
+
+@settings(max_examples=60, deadline=None)
+@given(payload=st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                        max_size=3)))
+def test_any_decision_payload_is_an_answer_never_an_internal_error(payload):
+    try:
+        text = json.dumps(payload)
+    except ValueError:
+        return
+    code, _, err = run_cli("shift", "--decision", f"edit={text}", "--seed", "1")
+    assert code in (0, ScriptError.exit_code), err
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-inf", "-1", "soon"])
+def test_an_absurd_export_timeout_is_a_usage_error(tmp_path: Path, timeout: str, capsys):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(dump(header(), call(1), end(1)))
+    code = main(["export", str(path), "--otlp=http://127.0.0.1:9", "--timeout", timeout], environ={},
+                load_plugins=installed_plugins)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and err.count("\n") == 1

@@ -1,5 +1,5 @@
-"""Reading a recording (cafe/recording/reader.py): what makes a file a recording, and how a
-wrong line is named."""
+"""Reading a recording (cafe/recording/reader.py): what makes a file a recording, the model of
+each call, the ranges of times and settings, and how a wrong line is named."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 
 from cafe import ScriptedClient, Tracer, make_responder, record_shift
 from cafe.cli import main
+from cafe.cli.plugins import installed_plugins
 from cafe.recording import MalformedLine, RecordMode, load_recording
 from cafe.recording.output import UnsafeOutput, write_output
 from cafe.recording.writer import check_target, holds_recording
-from tests.recording.helpers import call, dump, end, header
+from tests.recording.helpers import call, dump, end, header, request, response, run_cli
 
 # Whether a file holds a recording is judged from its header read up to the line limit the
 # reader itself reads, so a recording with a long header (a long script: every customer line
@@ -65,3 +66,113 @@ def test_a_small_wrong_call_number_is_still_shown(tmp_path: Path) -> None:
     path.write_bytes(dump(header(), call(1, call=3), end(1)))
     with pytest.raises(MalformedLine, match=r"expected call 1 .*found call 3"):
         load_recording(path)
+
+
+# Each recorded call knows its model (the line's, else the request's, the response's, the
+# header's), and the spans of an export take it; out-of-range times and header settings are
+# malformed lines, named by line and field.
+
+PLAIN_RESPONSE = {k: v for k, v in response().items() if k != "model"}
+
+
+def _plain(tmp_path: Path, **line) -> Path:
+    path = tmp_path / "plain.jsonl"
+    path.write_bytes(dump({"request": request(), "response": PLAIN_RESPONSE, **line}))
+    return path
+
+
+def test_a_plain_lines_model_is_the_calls_model(tmp_path: Path):
+    recording = load_recording(_plain(tmp_path, model="other-harness-model"))
+    assert recording.calls[0].model == "other-harness-model" == recording.model
+
+
+def test_the_request_model_counts_when_the_line_has_none(tmp_path: Path):
+    path = tmp_path / "plain.jsonl"
+    path.write_bytes(dump({"request": {**request(), "model": "asked-for"}, "response": PLAIN_RESPONSE}))
+    assert load_recording(path).calls[0].model == "asked-for"
+
+
+def test_model_precedence_line_request_response_header(tmp_path: Path):
+    path = tmp_path / "v1.jsonl"
+    path.write_bytes(dump(
+        header(model="from-header"),
+        call(1, model="from-line", request={**request(), "model": "from-request"}),
+        call(2, request={**request(), "model": "from-request"}),
+        call(3, response={**response(), "model": "from-response"}),
+        call(4, response=PLAIN_RESPONSE),
+        end(4),
+    ))
+    assert [c.model for c in load_recording(path).calls] == ["from-line", "from-request", "from-response",
+                                                             "from-header"]
+
+
+def test_a_plain_recording_exports_with_its_model(tmp_path: Path):
+    path = _plain(tmp_path, model="other-harness-model")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["export", str(path), "--out", str(tmp_path / "p.otlp")], environ={}, out=out, err=err,
+                load_plugins=installed_plugins)
+    assert code == 0, err.getvalue()
+    assert b"chat other-harness-model" in (tmp_path / "p.otlp").read_bytes()
+
+
+BAD_TIMINGS = [
+    ({"start_unix_nano": -1, "duration_ns": 1}, "timing.start_unix_nano"),
+    ({"start_unix_nano": 2**64, "duration_ns": 1}, "timing.start_unix_nano"),
+    ({"start_unix_nano": 1, "duration_ns": -5}, "timing.duration_ns"),
+    ({"start_unix_nano": 1, "duration_ns": 10**30}, "timing.duration_ns"),
+    ({"start_unix_nano": True, "duration_ns": 1}, "timing.start_unix_nano"),
+    ({"start_unix_nano": 1.5, "duration_ns": 1}, "timing.start_unix_nano"),
+    ({"start_unix_nano": 2**63 - 2, "duration_ns": 10}, "timing.duration_ns"),
+]
+
+
+@pytest.mark.parametrize(("timing", "field"), BAD_TIMINGS)
+def test_out_of_range_timings_are_malformed(tmp_path: Path, timing: dict, field: str):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(dump(header(), call(1, timing=timing), end(1)))
+    with pytest.raises(MalformedLine) as caught:
+        load_recording(path)
+    assert (caught.value.line, caught.value.field) == (2, field)
+    code, _, err = run_cli("replay", str(path))
+    assert code == 33 and err.count("\n") == 1 and f":2: {field}:" in err
+
+
+BAD_HEADERS = [
+    ({"decisions": [["maybe"]]}, "decisions[0][0]"),
+    ({"decisions": [[True]]}, "decisions[0][0]"),
+    ({"decisions": [["edit", [1, 2]]]}, "decisions[0][1]"),
+    ({"decisions": [["approve", {"x": 1}]]}, "decisions[0][1]"),
+    ({"clock_origin_unix_nano": -3}, "clock_origin_unix_nano"),
+    ({"clock_origin_unix_nano": 10**40}, "clock_origin_unix_nano"),
+    ({"seed": 2**80}, "seed"),
+    ({"seed": True}, "seed"),
+    ({"max_turns": 0}, "max_turns"),
+    ({"max_turns": 1.0}, "max_turns"),
+    ({"max_repairs": -1}, "max_repairs"),
+    ({"temperature": "hot"}, "temperature"),
+    ({"temperature": 1e300}, "temperature"),
+]
+
+
+@pytest.mark.parametrize(("changes", "field"), BAD_HEADERS)
+def test_out_of_range_header_fields_are_malformed(tmp_path: Path, changes: dict, field: str):
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(dump(header(**changes), call(1), end(1)))
+    code, _, err = run_cli("replay", str(path))
+    assert code == 33, err
+    assert err.count("\n") == 1 and f":1: {field}:" in err
+
+
+def test_each_plain_call_exports_with_its_own_model_the_line_before_the_response(tmp_path: Path):
+    """Two calls, each line naming its model, each response another: the spans take the lines'."""
+    path = tmp_path / "two.jsonl"
+    responses = [{**PLAIN_RESPONSE, "model": f"served-{n}"} for n in (1, 2)]
+    path.write_bytes(dump(*({"model": f"asked-{n}", "request": request(), "response": responses[n - 1]}
+                            for n in (1, 2))))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["export", str(path), "--out", str(tmp_path / "two.otlp")], environ={}, out=out, err=err,
+                load_plugins=installed_plugins)
+    assert code == 0, err.getvalue()
+    written = (tmp_path / "two.otlp").read_bytes()
+    assert b"chat asked-1" in written and b"chat asked-2" in written
+    assert b"chat served-" not in written
