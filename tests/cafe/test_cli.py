@@ -295,3 +295,24 @@ def test_every_command_is_dispatched_by_the_run_it_sets():
         <= set(commands.choices)
     unset = [name for name, command in commands.choices.items() if not callable(command.get_default("run"))]
     assert unset == []
+
+
+def test_the_console_script_and_python_m_name_the_function_main():
+    """pyproject's `cafe = "cafe.cli:main"`, `python -m cafe` and `from cafe.cli import main`
+    all reach the one `main` function."""
+    import importlib
+    import subprocess
+    import sys
+    import tomllib
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    target = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["cafe"]
+    module, _, name = target.partition(":")
+    resolved = getattr(importlib.import_module(module), name)
+    assert isinstance(resolved, types.FunctionType) and resolved is main
+    for entry in ("cafe", "cafe.cli"):
+        done = subprocess.run([sys.executable, "-m", entry, "--version"], cwd=root, capture_output=True,
+                              text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": ""}, check=False)
+        assert done.returncode == 0 and done.stdout.startswith("cafe "), done.stderr
