@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cafe.arguments import check_arguments
 from cafe.orders import Ticket
 from cafe.outcomes import ConsentDecision, ConsentOutcome, ToolStatus
+from cafe.tool_arguments import check_arguments
 from cafe.tools import PROPOSE_ORDER
 
 # Module-level names for the decisions: members of ConsentDecision (equal to their strings).

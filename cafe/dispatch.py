@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cafe import tools as t
-from cafe.arguments import check_arguments
 from cafe.consent import ConsentGate
 from cafe.executor import FIRED, ProtectedExecutor
 from cafe.menu import ALTERNATIVES, EIGHTY_SIXED, MENU, cents_to_eur
 from cafe.orders import OrderState, Ticket
 from cafe.outcomes import StopReason, ToolStatus
 from cafe.repair import RepairBudget, feedback
+from cafe.tool_arguments import check_arguments
 
 OK, INVALID = ToolStatus.OK, ToolStatus.INVALID  # module-level names for ToolStatus's members
 

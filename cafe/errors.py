@@ -28,7 +28,7 @@ classes, and docs/cli.md's exit table is made from it):
     * UnknownToolCallId [22]
     * NotJSON [22]
   * ScriptError [23]: a customer script or consent decision that cannot be used
-  * ProgramNotStarted [24] (cafe.wire._cli): `cafe record` / `cafe replay-run`: the program could not be
+  * ProgramNotStarted [24] (cafe.cli.wire): `cafe record` / `cafe replay-run`: the program could not be
       started
   * RecordingError [30] (cafe.recording.errors): a recording that cannot be made or used as asked (a NaN to
       write, a secret too short to scrub)
@@ -50,7 +50,7 @@ classes, and docs/cli.md's exit table is made from it):
       * TranscriptMismatch [44] (cafe.recording.errors): the replayed transcript differs from the recorded one
       * NetworkRefused [45] (cafe.recording.errors): the network was used during a replay
       * StreamExhausted [49] (cafe.recording.errors): a replayed stream was read past its recorded end
-      * ReplayUnchecked [50] (cafe.wire._cli): `cafe replay-run`: the program ended without cafe's check at
+      * ReplayUnchecked [50] (cafe.cli.wire): `cafe replay-run`: the program ended without cafe's check at
           its exit (killed, `os._exit`)
   * Unwritable [38]: a path not writable: not a regular file of ours, `PATH.partial` in the way, an output
       that would replace an input or a recording, a page that exists, or a write that failed

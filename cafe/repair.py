@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cafe.arguments import CheckedArguments
+from cafe.tool_arguments import CheckedArguments
 
 PASSED = "passed"
 RETRIES_EXHAUSTED = "retries_exhausted"

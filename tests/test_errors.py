@@ -76,8 +76,8 @@ def test_each_exit_code_has_one_meaning():
 
 
 def test_the_codes_no_class_carries_are_the_ones_the_command_returns():
-    from cafe.cli import EXIT_INTERNAL
-    from cafe.termination import EXIT_TERMINATED
+    from cafe.cli._main import EXIT_INTERNAL
+    from cafe.cli.termination import EXIT_TERMINATED
 
     classless = {e.exit_code for e in documented_tree() if e.name is None}
     assert classless == {EXIT_INTERNAL, 130, EXIT_TERMINATED}

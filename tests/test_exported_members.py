@@ -23,6 +23,7 @@ PINNED = {
         'load_recording', 'load_records', 'make_responder', 'record_shift', 'replay_shift', 'run_shift',
         'transcript', 'usage_of'
     },
+    "cafe.cli": {'main'},
     "cafe.recording": {
         'DEFAULT_SECRET_PATTERNS', 'Ending', 'FORMAT_VERSION', 'Header', 'MalformedLine', 'NetworkRefused',
         'NotARecording', 'RecordMode', 'RecordedCall', 'Recording', 'RecordingClient', 'RecordingDisabled',

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cafe.cli import _build_parser
-from cafe.plugins import installed_plugins
+from cafe.cli.commands import build_parser
+from cafe.cli.plugins import installed_plugins
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("cafe", "cafe_otel")
@@ -96,7 +96,7 @@ def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 def commands() -> dict[str, dict[str, argparse.Action]]:
     plugins = installed_plugins(lambda line: None)
     assert "otel" in [plugin.name for plugin in plugins], "cafe_otel's plugin is not installed"
-    parser = _build_parser(plugins)
+    parser = build_parser(plugins)
     # `cafe`'s own options (--version) stand for the command as a whole, under its name.
     return {"cafe": options_of(parser), **{name: options_of(sub) for name, sub in subcommands(parser).items()}}
 
@@ -104,7 +104,7 @@ def commands() -> dict[str, dict[str, argparse.Action]]:
 def help_mentions() -> list[Mention]:
     plugins = installed_plugins(lambda line: None)
     found = []
-    for name, sub in subcommands(_build_parser(plugins)).items():
+    for name, sub in subcommands(build_parser(plugins)).items():
         for action in sub._actions:
             found += mentions_in(action.help or "", f"cafe {name} {action.dest} help", (name,))
     return found
@@ -145,7 +145,7 @@ def test_the_source_names_flags_somewhere() -> None:
     flags = {(m.where.split(":")[0], m.flag) for m in source_mentions()}
     assert ("cafe_otel/_cli/plugin.py", "--otlp") in flags
     assert ("cafe/pytest_plugin.py", "--cafe-record-mode") in flags
-    assert ("cafe/cli.py", "--decision") in flags
+    assert ("cafe/cli/commands.py", "--decision") in flags
 
 
 def test_every_flag_named_in_the_source_exists(commands, pytestconfig) -> None:

@@ -23,19 +23,16 @@ never the value. Customer-data kinds are looked for in JSON string values only
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from cafe.argtypes import file_to_read
 from cafe.jsondata import key_step
 from cafe.privacy import Scrubber, structure_scrubber
 from cafe.recording import format as _format
-from cafe.recording.errors import RecordingNotClean
 from cafe.recording.reader import open_for_reading
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})\b")
@@ -192,26 +189,3 @@ def check_file(path: Path | str, scrubber: Scrubber | None = None) -> list[Check
 
 def check_recordings(paths: Sequence[Path | str], scrubber: Scrubber | None = None) -> list[CheckFinding]:
     return [finding for path in paths for finding in check_file(path, scrubber)]
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `check-recording` to the `cafe` command."""
-    parser = commands.add_parser(
-        "check-recording",
-        help="scan recordings for secrets and real-looking customer data before committing them",
-    )
-    parser.add_argument("paths", nargs="+", metavar="PATH", type=file_to_read, help="recordings to scan")
-    parser.add_argument("--pattern", action="append", default=[], metavar="REGEX",
-                        help="an extra secret pattern (also CAFE_SCRUB_PATTERNS, one per line)")
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    scrubber = Scrubber.from_environment(environ, extra_patterns=args.pattern)
-    findings = check_recordings(args.paths, scrubber)
-    for finding in findings:
-        out.write(f"{finding}\n")
-    if findings:
-        raise RecordingNotClean(len(findings), len({f.path for f in findings}))
-    out.write(f"check-recording: OK: {len(args.paths)} file(s), no secrets or customer-like data found\n")
-    return 0

@@ -6,28 +6,23 @@ the recorder and `cafe export` use: a file another harness wrote may hold a key.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
 import stat
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
 
 from cafe._files import reason, write_private
-from cafe.argtypes import file_to_read, path_argument
 from cafe.errors import Unwritable
 from cafe.privacy import Scrubber, scrubbed, shown_json, structure_scrubber
 from cafe.recording.errors import ReplayError
 from cafe.recording.format import Recording
-from cafe.recording.reader import load_recording
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
 from cafe.view.timeline import ShiftTimeline, timeline
 
 __all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
-           "mismatch_page", "page_name", "register", "scrubbed", "shift_page", "timeline",
+           "mismatch_page", "page_name", "scrubbed", "shift_page", "timeline",
            "write_mismatch_report", "write_private_page", "write_report_into"]
 
 # Attempts at a free name in a report directory before giving up: DIR/NAME.html, NAME-2.html, ...
@@ -125,24 +120,3 @@ def write_private_page(path: Path | str, text: str) -> Path:
     if not write_private(path, text, _WHAT):
         raise Unwritable(path, "it exists; pages are never overwritten, choose another path", what=_WHAT)
     return path
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `view` to the `cafe` command."""
-    parser = commands.add_parser("view", help="a recorded shift as one self-contained HTML page (private: 0600)")
-    parser.add_argument("path", type=file_to_read, help="the recording to show (any version cafe reads)")
-    parser.add_argument("-o", "--out", required=True, metavar="HTML", type=path_argument("a file path for the page"),
-                        help="the page to create (never overwritten)")
-    parser.add_argument("--allow-truncated", action="store_true",
-                        help="show the complete calls of a recording whose last line was cut short")
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    scrubber = Scrubber.from_environment(environ)  # before reading: a bad CAFE_SCRUB_PATTERNS stops it
-    recording = scrubbed(load_recording(args.path, allow_truncated=args.allow_truncated), scrubber)
-    shift = timeline(recording)
-    written = write_private_page(args.out, shift_page(shift, source=scrubber.scrub(str(args.path))))
-    out.write(f"wrote {written} (private, mode 0600): {len(shift.calls)} call(s), "
-              f"stop reason {shift.stop_reason or 'not recorded'}\n")
-    return 0

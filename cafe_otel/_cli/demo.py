@@ -28,7 +28,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, MetricExporter,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cafe.argtypes import path_argument
+from cafe.cli.arguments import path_argument
 from cafe.clients.story import StoryClient
 from cafe.consent import make_responder
 from cafe.demo import STORY_DECISIONS, STORY_SCRIPT

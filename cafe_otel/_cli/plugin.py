@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cafe.argtypes import AttachedValue, file_to_read, path_argument
+from cafe.cli.arguments import AttachedValue, file_to_read, path_argument
 from cafe.errors import CafeError, UsageError
 from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording

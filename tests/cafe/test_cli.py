@@ -286,12 +286,33 @@ def test_every_command_is_dispatched_by_the_run_it_sets():
     """main calls `args.run` and nothing else: a command that sets none would be an internal error."""
     import argparse
 
-    from cafe.cli import _build_parser
-    from cafe.plugins import installed_plugins
+    from cafe.cli.commands import build_parser
+    from cafe.cli.plugins import installed_plugins
 
-    parser = _build_parser(installed_plugins(lambda line: None))
+    parser = build_parser(installed_plugins(lambda line: None))
     (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert {"shift", "replay", "view", "check-recording", "record", "replay-run", "export", "golden", "demo"} \
         <= set(commands.choices)
     unset = [name for name, command in commands.choices.items() if not callable(command.get_default("run"))]
     assert unset == []
+
+
+def test_the_console_script_and_python_m_name_the_function_main():
+    """pyproject's `cafe = "cafe.cli:main"`, `python -m cafe` and `from cafe.cli import main`
+    all reach the one `main` function."""
+    import importlib
+    import subprocess
+    import sys
+    import tomllib
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    target = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["cafe"]
+    module, _, name = target.partition(":")
+    resolved = getattr(importlib.import_module(module), name)
+    assert isinstance(resolved, types.FunctionType) and resolved is main
+    for entry in ("cafe", "cafe.cli"):
+        done = subprocess.run([sys.executable, "-m", entry, "--version"], cwd=root, capture_output=True,
+                              text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": ""}, check=False)
+        assert done.returncode == 0 and done.stdout.startswith("cafe "), done.stderr

@@ -1,4 +1,5 @@
-"""Issue 9, parts 1 and 3: the trace as typed events, listeners isolated, one fail-soft boundary."""
+"""The trace as typed events (cafe/trace/events.py): listeners isolated, one fail-soft boundary,
+and the events of a model call immutable and free of content in their reprs."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from cafe.trace import (
     export_fail_soft,
     fail_soft,
 )
+from cafe.trace.events import GenerationRequest, GenerationResult
 
 from .helpers import approve_once, call
 
@@ -196,3 +198,42 @@ def test_an_answer_of_no_known_kind_is_a_no_and_its_text_stays_out_of_the_event(
     assert (decided.outcome, decided.decision) == (ConsentOutcome.UNKNOWN_DECISION, None)
     assert "Zed" not in repr(log.events)
     assert run.tool_log[0].status is ToolStatus.REJECTED
+
+
+# The events a model call makes stay immutable values shared by every listener, and their
+# reprs carry no content (messages, a response, an exception's message).
+
+CANARY = "CANARY my card number is 4111"
+RESPONSE = {"id": "r1", "model": "m", "choices": [{"message": {"content": CANARY}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}
+
+
+def _events():
+    request = GenerationRequest("m", "openai", [{"role": "user", "content": CANARY}], 0.0)
+    result = GenerationResult.of(RESPONSE)
+    started = GenerationStarted(1, None, 0.5, "chat m", request, {"note": 1})
+    ended = GenerationEnded(1, None, 1.5, request, result, error=ValueError(CANARY), started_at=0.5)
+    return request, result, started, ended
+
+
+@pytest.mark.parametrize("index,field", [(0, "model"), (1, "output"), (2, "name"), (3, "result")])
+def test_a_call_event_cannot_be_changed_by_a_listener(index, field):
+    event = _events()[index]
+    with pytest.raises(AttributeError):
+        setattr(event, field, "changed")
+
+
+def test_call_events_read_as_before():
+    request, result, started, ended = _events()
+    assert (result.input_tokens, result.output_tokens, result.finish_reasons) == (3, 4, ("stop",))
+    assert result.output == CANARY
+    assert ended.error_type == "ValueError" and ended.response is RESPONSE and ended.started_at == 0.5
+    assert started.request is request and started.attrs == {"note": 1}
+    assert GenerationEnded(2, 1, 1.0, request).result is None
+
+
+def test_the_reprs_of_a_result_and_an_ended_call_hold_no_content():
+    _, result, _, ended = _events()
+    assert CANARY not in repr(result)
+    assert CANARY not in repr(ended)
+    assert "ValueError" in repr(ended) and "total_tokens=7" in repr(result)

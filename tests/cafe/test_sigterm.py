@@ -85,7 +85,7 @@ def test_a_terminated_recording_keeps_its_calls_and_says_where(tmp_path: Path, a
 
 
 def test_a_host_that_handles_sigterm_itself_keeps_its_handler() -> None:
-    from cafe.termination import terminated_as_interrupt
+    from cafe.cli.termination import terminated_as_interrupt
 
     def handler(signum: int, frame: object) -> None:
         return None

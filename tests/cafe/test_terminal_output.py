@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe import ScriptedClient, make_responder, record_shift
-from cafe.cli import main, printable
+from cafe.cli import main
+from cafe.cli.terminal import printable
 from cafe.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -328,7 +328,7 @@ def test_a_trace_link_when_spans_were_delivered(receiver, tmp_path):
 
 
 def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monkeypatch):
-    import cafe.cli
+    import cafe.cli.shift
     import cafe.recording.reader
     import cafe_otel._cli.plugin
 
@@ -340,7 +340,7 @@ def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monk
         loads.append(args[0] if args else kwargs.get("path"))
         return real(*args, **kwargs)
 
-    for module in (cafe.cli, cafe.recording.reader, cafe_otel._cli.plugin):
+    for module in (cafe.cli.shift, cafe.recording.reader, cafe_otel._cli.plugin):
         monkeypatch.setattr(module, "load_recording", counting)
     code, _out, err = _cli(["replay", path, "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err

@@ -165,7 +165,7 @@ def test_cafe_export_writes_deterministic_otlp(recording, tmp_path, kind):
 
 
 def test_the_plugin_is_found_through_its_entry_point():
-    from cafe.plugins import installed_plugins
+    from cafe.cli.plugins import installed_plugins
 
     found = installed_plugins(lambda line: None)
     assert any(p is plugin for p in found)

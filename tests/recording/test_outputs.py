@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from cafe.cli import main
+from cafe.cli.plugins import installed_plugins
 from cafe.clients.scripted import ScriptedClient
 from cafe.consent import make_responder
-from cafe.plugins import installed_plugins
 from cafe.recording import record_shift
 from cafe.recording.output import UnsafeOutput
 from tests.recording.helpers import snapshot, valid_bytes

@@ -77,7 +77,7 @@ def test_exported_chat_spans_start_where_the_recorded_calls_start(tmp_path: Path
     # The package's face exports the function under the module's name: take the module itself.
     configuring = importlib.import_module("cafe_otel._configure")
     from cafe.cli import main
-    from cafe.plugins import installed_plugins
+    from cafe.cli.plugins import installed_plugins
 
     sink = InMemorySpanExporter()
     real_configure = configuring.configure

@@ -1,18 +1,23 @@
-"""Where a recording may be written: never through whatever is at the path, never half a
-recording at the path, and never two recorders interleaved in one file."""
+"""Writing a recording (cafe/recording/writer.py): never through whatever is at the path, never
+half a recording at the path, never two recorders interleaved in one file, and never a line
+or a header the reader would refuse."""
 
 from __future__ import annotations
 
 import math
 import os
+import resource
+import signal
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cafe import Tracer
 from cafe.clients.scripted import ScriptedClient
 from cafe.consent import make_responder
 from cafe.recording import (
@@ -22,7 +27,9 @@ from cafe.recording import (
     RecordingUnwritable,
     load_recording,
     record_shift,
+    replay_shift,
 )
+from cafe.recording import format as _format
 from cafe.recording.writer import partial_path
 from tests.recording.helpers import run_cli, snapshot, valid_bytes
 
@@ -201,7 +208,7 @@ def test_a_shift_that_fails_mid_way_names_the_kept_calls_on_its_one_error_line(t
                 raise ModelCallError("model endpoint example failed: APIConnectionError")
             return super().chat(*args, **kwargs)
 
-    monkeypatch.setattr("cafe.cli.get_client", lambda environ: FailsSecond())
+    monkeypatch.setattr("cafe.cli.shift.get_client", lambda environ: FailsSecond())
     path = tmp_path / "half.jsonl"
     code, _, err = run_cli("shift", "--record", str(path), "--seed", "1")
     assert code == ModelCallError.exit_code and err.count("\n") == 1
@@ -225,3 +232,177 @@ def test_every_line_is_written_in_its_canonical_form(tmp_path: Path):
     for line in lines:
         assert orjson.dumps(orjson.loads(line)) == line
     assert lines[0].startswith(b'{"clock_origin_unix_nano":')
+
+
+# A write that fails part way (a full disk, a quota, a file size limit) is a named error, and
+# what was there before is kept, with the note of where the recording's calls are. The limit
+# is the process's own (RLIMIT_FSIZE), so these tests need no special file system.
+
+RECORDING = ROOT / "tests" / "recordings" / "seed-shift.jsonl"
+
+
+def _limited(limit_bytes: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return apply
+
+
+def _cafe_limited(cwd: Path, limit_bytes: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("CAFE_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT", "COURSE_MODE"):
+        environ.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "cafe", *argv], cwd=cwd, env=environ, capture_output=True,
+                          text=True, timeout=120, check=False, preexec_fn=_limited(limit_bytes))
+
+
+def test_a_recording_cut_by_a_full_disk_keeps_its_calls_and_says_where(tmp_path: Path) -> None:
+    done = _cafe_limited(tmp_path, 10_000, "shift", "--seed", "1", "--record", "shift.jsonl")
+    assert done.returncode == 30, done.stderr
+    assert done.stderr.startswith("cafe: error: shift.jsonl: line ") and done.stderr.count("\n") == 1
+    assert "could not be written to shift.jsonl.partial (file too large)" in done.stderr
+    assert "call(s) recorded before it are kept in shift.jsonl.partial" in done.stderr
+    assert not (tmp_path / "shift.jsonl").exists()
+    kept = _cafe_limited(tmp_path, 2**30, "replay", "shift.jsonl.partial", "--allow-truncated")
+    assert kept.returncode == 0, kept.stderr
+
+
+def test_a_recording_whose_first_call_cannot_be_written_leaves_nothing(tmp_path: Path) -> None:
+    done = _cafe_limited(tmp_path, 1_000, "shift", "--seed", "1", "--record", "shift.jsonl")
+    assert done.returncode == 30 and "line 2 could not be written" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["export", str(RECORDING), "--out", "out.otlp"],
+                                  ["view", str(RECORDING), "-o", "out.html"]])
+def test_an_output_cut_by_a_full_disk_is_exit_38_and_leaves_nothing_half_written(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    done = _cafe_limited(tmp_path, 2_000, *argv)
+    assert done.returncode == 38 and done.stderr.count("\n") == 1, done.stderr
+    assert "could not be written (file too large)" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_over_an_earlier_one_keeps_it_when_the_new_one_cannot_be_written(tmp_path: Path) -> None:
+    earlier = tmp_path / "out.otlp"
+    earlier.write_bytes(b"earlier")
+    done = _cafe_limited(tmp_path, 2_000, "export", str(RECORDING), "--out", "out.otlp")
+    assert done.returncode == 38 and "what was there is unchanged" in done.stderr, done.stderr
+    assert earlier.read_bytes() == b"earlier" and sorted(p.name for p in tmp_path.iterdir()) == ["out.otlp"]
+
+
+# A recording whose header would be out of the reader's ranges (a seed beyond 64 bits, a
+# turn cap over 1,000,000) is refused before anything is written: every replay would refuse it.
+
+SCRIPT = ["A latte, please.", "That's all."]
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"seed": 2**63}, "seed"), ({"seed": -(2**63) - 1}, "seed"), ({"max_turns": 1_000_001}, "max_turns"),
+    ({"seed": 10**30}, "seed"),
+])
+def test_a_header_the_reader_would_refuse_is_not_recorded(tmp_path: Path, options: dict, field: str) -> None:
+    path = tmp_path / "shift.jsonl"
+    with pytest.raises(RecordingError, match=rf"nothing recorded: {field}: a recording's header holds an integer"):
+        record_shift(ScriptedClient(), SCRIPT, path, responder=make_responder([("approve", None)]), **options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_says_so_with_exit_30_and_the_extremes_in_range_replay(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    code, out, err = run_cli("shift", "--seed", str(2**63), "--record", str(path))
+    assert code == 30 and err.count("\n") == 1 and "recorded" not in out, (out, err)
+    assert list(tmp_path.iterdir()) == []
+    code, _, err = run_cli("shift", "--max-turns", "1000001", "--record", str(path))
+    assert code == 30 and "max_turns" in err
+    for seed in (-(2**63), 2**63 - 1):
+        path = tmp_path / f"{seed}.jsonl"
+        assert run_cli("shift", "--seed", str(seed), "--max-turns", "1000000", "--record", str(path))[0] == 0
+        replay_shift(path)
+        assert run_cli("replay", str(path))[0] == 0
+
+
+# The reader refuses a line longer than `MAX_LINE_BYTES`, so the writer refuses one as it is
+# written (a reply that large, or a long shift whose last request holds every earlier reply),
+# as a write that fails is: the calls before it are kept in PATH.partial.
+
+LIMIT = 64 * 1024
+
+
+class _GrowingReplies:
+    """A model whose replies are small until `big_from`, then each one `size` characters."""
+
+    model, provider = "m", "test"
+
+    def __init__(self, big_from: int, size: int) -> None:
+        self.big_from, self.size, self.calls = big_from, size, 0
+
+    def chat(self, messages: list[dict[str, Any]], tools: Any = None, temperature: float = 0.0,
+             tool_choice: Any = None) -> dict[str, Any]:
+        self.calls += 1
+        text = "x" * self.size if self.calls >= self.big_from else "Noted."
+        return {"id": f"r{self.calls}", "model": "m", "usage": None,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}
+
+
+def _record_growing(path: Path, client: _GrowingReplies) -> None:
+    record_shift(client, ["A latte.", "A tea.", "That's all."], path, responder=make_responder([("approve", None)]),
+                 tracer=Tracer())
+
+
+@pytest.fixture
+def _small_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_format, "MAX_LINE_BYTES", LIMIT)
+
+
+@pytest.mark.usefixtures("_small_limit")
+def test_a_line_the_reader_would_refuse_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    with pytest.raises(RecordingError) as caught:
+        _record_growing(path, _GrowingReplies(big_from=2, size=LIMIT))
+    message = str(caught.value)
+    assert "line 3" in message and f"at most {LIMIT} bytes" in message
+    assert any("1 call(s) recorded before it are kept in" in note for note in caught.value.__notes__)
+    assert not path.exists()
+    kept = load_recording(path.with_name("shift.jsonl.partial"), allow_truncated=True)
+    assert len(kept.calls) == 1
+
+
+@pytest.mark.usefixtures("_small_limit")
+def test_a_reply_too_large_for_its_first_line_leaves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    with pytest.raises(RecordingError, match="line 2"):
+        _record_growing(path, _GrowingReplies(big_from=1, size=LIMIT))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.usefixtures("_small_limit")
+def test_lines_within_the_limit_are_recorded_and_read(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    _record_growing(path, _GrowingReplies(big_from=1, size=LIMIT // 8))
+    assert len(load_recording(path).calls) >= 2
+
+
+# Re-recording (mode `all`) replaces a recording, not whatever is at the path: a mistyped
+# `--record README.md --record-mode all` leaves README.md as it is.
+
+def test_a_file_that_is_not_a_recording_is_not_replaced(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n", encoding="utf-8")
+    code, out, err = run_cli("shift", "--seed", "1", "--record", str(notes), "--record-mode", "all")
+    assert code == 38 and "is not a cafe recording" in err and "recorded" not in out
+    assert notes.read_text(encoding="utf-8") == "# my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md"]
+    with pytest.raises(RecordingUnwritable):
+        RecordingClient(ScriptedClient(), notes, mode="all")
+
+
+@pytest.mark.parametrize("before", [valid_bytes(calls=1), b'{"request": {}, "response": {}}\n', b""],
+                         ids=["recording", "plain recording", "empty file"])
+def test_a_recording_or_an_empty_file_is_still_re_recorded(tmp_path: Path, before: bytes) -> None:
+    path = tmp_path / "shift.jsonl"
+    path.write_bytes(before)
+    code, _, err = run_cli("shift", "--seed", "1", "--record", str(path), "--record-mode", "all")
+    assert code == 0, err
+    assert load_recording(path).header.seed == 1

@@ -278,10 +278,10 @@ def test_reports_are_made_inside_a_new_private_directory_and_never_through_a_sym
 
 
 def _replay_error(recording: Path, script: str) -> ReplayError:
-    from cafe.cli import _read_script
+    from cafe.cli.arguments import read_script
 
     with pytest.raises(ReplayError) as raised:
-        replay_shift(recording, _read_script(script), responder=make_responder(DEFAULT_DECISIONS))
+        replay_shift(recording, read_script(script), responder=make_responder(DEFAULT_DECISIONS))
     return raised.value
 
 

@@ -1,10 +1,11 @@
 """SIGTERM, while a `cafe` command runs, ends it as Ctrl-C does.
 
 A CI job's timeout, `timeout`, `docker stop` and systemd all stop a process with SIGTERM, whose
-default ends Python at once: a recording in progress was left in `PATH.partial` even with no
-call in it (blocking the next recording of that path with exit 38), the error line with its
-note of the kept calls was never printed, and telemetry was not flushed. Raised as an
-interrupt, it goes the way a failure goes. A second SIGTERM ends the process outright.
+default ends Python at once, skipping every cleanup. Raised as an interrupt, it goes the way a
+failure goes: a recording in progress keeps its calls in `PATH.partial` (and leaves none when
+it holds no call, so nothing blocks the next recording of that path), the error line with its
+note of the kept calls is printed, and telemetry is flushed. A second SIGTERM ends the process
+outright.
 """
 
 from __future__ import annotations

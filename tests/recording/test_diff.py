@@ -1,6 +1,7 @@
-"""A mismatch is described without quoting text, whatever the text holds: a lone surrogate
-(which a recording keeps as a `\\ud800` escape) or an integer past int-to-text's digit limit
-must give the one-line mismatch, not a UnicodeEncodeError or ValueError (exit 70)."""
+"""The structural diff of a mismatch (cafe/recording/diff.py) is described without quoting
+text, whatever the text holds: a lone surrogate (which a recording keeps as a `\\ud800`
+escape) or an integer past int-to-text's digit limit gives the one-line mismatch, not a
+UnicodeEncodeError or ValueError (exit 70)."""
 
 from __future__ import annotations
 

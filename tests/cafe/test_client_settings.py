@@ -1,7 +1,5 @@
-"""How long a live call waits and how often it is retried: `CAFE_TIMEOUT` and `CAFE_MAX_RETRIES`
-(from the environment handed in), explicit arguments winning. Before, the client always waited
-60 s an attempt with 2 retries, so a stuck endpoint held a shift for about three minutes
-whatever the user set."""
+"""The live client's settings (cafe/clients/settings.py): how long a call waits and how often
+it is retried, and the API key an HTTP header can carry."""
 
 from __future__ import annotations
 
@@ -20,12 +18,17 @@ from cafe.clients import LiveClient, LiveSettings, Secret, get_client
 from cafe.clients.settings import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
+    ApiKeyUnsendable,
     InvalidLiveSetting,
     parse_max_retries,
     parse_timeout,
 )
 from cafe.errors import ModelCallError
 from tests.local_http import QuietHandler, serving
+
+# How long a live call waits and how often it is retried: `CAFE_TIMEOUT` and `CAFE_MAX_RETRIES`
+# (from the environment handed in), explicit arguments winning, so that a stuck endpoint holds
+# a shift no longer than the user set.
 
 KEY = "sk-timeout-canary-0123456789"
 # Long enough that the old client (60 s an attempt) is still waiting when the server gives up.
@@ -200,3 +203,56 @@ def test_through_the_cli_a_bad_value_is_one_line_exit_20() -> None:
 def test_the_settings_repr_shows_both() -> None:
     settings = LiveSettings("http://127.0.0.1:9/v1", Secret(KEY), "m-1", timeout=2.5, max_retries=0)
     assert repr(settings).endswith("timeout=2.5, max_retries=0)") and KEY not in repr(settings)
+
+
+# A live API key that no HTTP header can carry (non-ASCII, a control character, a space: a
+# paste gone wrong) is a configuration error (exit 20) that says where, not what, and never a
+# connection error that blames the endpoint.
+
+BASE = {"COURSE_MODE": "live", "CAFE_BASE_URL": "http://127.0.0.1:9/v1", "CAFE_MODEL": "m-1"}
+
+
+@pytest.mark.parametrize(("key", "position", "kind"), [
+    ("ключ-секрет-длинный", 1, "a non-ASCII character"),
+    ("sk-0123456789\nabc", 14, "a control character"),
+    ("sk-0123 456789", 8, "a space"),
+    ("sk-0123456789\x7f", 14, "a control character"),
+])
+def test_an_unsendable_key_is_named_by_position_and_kind(key: str, position: int, kind: str) -> None:
+    with pytest.raises(ApiKeyUnsendable) as raised:
+        LiveSettings.from_env({**BASE, "CAFE_API_KEY": key})
+    message = str(raised.value)
+    assert message.startswith(f"CAFE_API_KEY holds {kind} at character {position}: ")
+    assert key.strip() not in message and raised.value.exit_code == 20
+    with pytest.raises(ApiKeyUnsendable):
+        LiveSettings("http://127.0.0.1:9/v1", Secret(key), "m-1")
+
+
+def test_through_the_cli_it_is_one_line_exit_20() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["shift"], environ={**BASE, "OPENAI_API_KEY": "sk-ключ-0123456789"}, out=out, err=err,
+                load_plugins=lambda warn: [])
+    assert code == 20 and err.getvalue().count("\n") == 1
+    assert err.getvalue().startswith("cafe: error: OPENAI_API_KEY holds a non-ASCII character at character 4")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=8, max_size=40))
+def test_every_visible_ascii_key_is_accepted(key: str) -> None:
+    assert LiveSettings.from_env({**BASE, "CAFE_API_KEY": key}).api_key.reveal() == key
+
+
+def test_no_repr_shows_a_user_password_or_key_in_the_base_url(tmp_path) -> None:
+    from cafe.clients.live import LiveClient
+    from cafe.recording import RecordingClient
+
+    settings = LiveSettings.from_env({**BASE, "CAFE_API_KEY": "sk-0123456789abcdef",
+                                      "CAFE_BASE_URL": "http://jo:URL-PASSWORD@127.0.0.1:9/v1?key=URL-KEY#URL-FRAG"})
+    client = LiveClient(settings, max_retries=0)
+    recorder = RecordingClient(client, tmp_path / "r.jsonl")
+    try:
+        shown = repr(settings) + str(settings) + repr(client) + repr(recorder)
+    finally:
+        recorder.close()
+    assert "URL-" not in shown and "sk-0123456789abcdef" not in shown
+    assert "base_url='http://127.0.0.1:9/v1'" in repr(settings) and "base_url='http://127.0.0.1:9/v1'" in repr(client)

@@ -1,6 +1,6 @@
-"""`cafe check-recording` names the JSON path of a finding, never its value; the path spelled
-each key out, so a key holding customer text or a secret was printed (to stdout, into CI
-logs) beside the finding. Such a key is named by its size; a protocol key as it is."""
+"""`cafe check-recording` (cafe/recording/check.py) names the JSON path of a finding, never
+its value: a key holding customer text or a secret is named by its size, a protocol key as
+it is."""
 
 from __future__ import annotations
 

@@ -1,0 +1,74 @@
+"""What `cafe` writes on a terminal: every command's output (plugins' too) goes through an
+`EscapingStream`, and an error is one line."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from typing import Any, TextIO
+
+# Control characters (terminal escape sequences, a carriage return, a bell) and lone
+# surrogates, which have no UTF-8 form: customer lines, model replies and file names carry
+# them, and printed raw they would drive the reader's terminal or fail the write.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every control character but newline and tab, and every lone surrogate,
+    shown as an escape: what cafe prints on a terminal."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+class EscapingStream:
+    """A text stream whose writes are `printable`: every command's output (plugins' too)
+    reaches the terminal through one, whatever recording, file name or reply it quotes.
+
+    A reader that closes the pipe (`cafe shift | head -1`) ends the output, not the
+    command: the rest is dropped and the command finishes its work (a recording is
+    completed, telemetry shut down) and exits with its own code, as `head`'s writer would
+    want. The process's own stream is then pointed at /dev/null, as the Python docs advise,
+    so that the interpreter's last flush finds no broken pipe to complain about."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                self._stream.write(printable(text))
+            except BrokenPipeError:
+                self._drop_the_rest()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop_the_rest()
+
+    def _drop_the_rest(self) -> None:
+        self.reader_gone = True
+        if self._stream is not sys.stdout and self._stream is not sys.stderr:
+            return  # a stream handed in: its descriptor is not ours to move
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def one_line(error: BaseException, text: str | None = None) -> str:
+    """The error and its notes (where a failed recording left its calls) on one line."""
+    parts = [str(error) if text is None else text, *getattr(error, "__notes__", ())]
+    return "; ".join(part.replace("\n", " ") for part in parts if part)
