@@ -94,7 +94,8 @@ class TelemetryConfig:
     advanced: AdvancedOptions
     exporter: SpanExporter | None  # the caller's; None: OTLP (or the console, `console`)
     console: bool  # OTEL_TRACES_EXPORTER=console and no exporter of the caller's
-    scrub_patterns: tuple[str, ...]  # CAFE_SCRUB_PATTERNS: content is scrubbed with them too
+    # CAFE_SCRUB_PATTERNS: content is scrubbed with them too (a pattern may be a secret's literal text)
+    scrub_patterns: tuple[str, ...] = field(repr=False)
     shapes: Mapping[str, Shape]  # the caller's own keys
     set_global: bool
     sampler: Sampler | None = None

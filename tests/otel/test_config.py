@@ -117,6 +117,16 @@ def test_the_resolved_configuration_is_frozen_and_explicit_arguments_win():
     assert (fallback.settings.service_name, fallback.batch.max_queue_size, fallback.metrics) == ("from-env", 64, None)
 
 
+def test_the_configuration_shows_no_credential_secret_or_scrub_pattern():
+    environ = {"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20tok-1234567890",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": "http://user:pass-0987654321@127.0.0.1:4317?token=q-5555555555",
+               "CAFE_SCRUB_PATTERNS": "literal-secret-4242424242"}
+    shown = repr(resolve(environ, secrets=("sk-live-1111111111",))) + repr(read_environ(environ))
+    for secret in ("tok-1234567890", "pass-0987654321", "q-5555555555", "literal-secret-4242424242",
+                   "sk-live-1111111111"):
+        assert secret not in shown
+
+
 def test_building_a_configuration_reads_no_environment(monkeypatch):
     config = resolve({}, exporter=InMemorySpanExporter(), set_global=False)
     for name in ("OTEL_TRACES_SAMPLER", "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_SPAN_EVENT_COUNT_LIMIT", "OTEL_SDK_DISABLED"):
