@@ -275,7 +275,7 @@ class _MovedArguments(TypedDict, total=False):
     replay: bool
 
 
-# Moved keyword -> (its group's keyword, the group, its field there).
+# Moved keyword -> (its group's keyword, its group's class); `_FIELD` renames the two whose field differs.
 MOVED_ARGUMENTS: dict[str, tuple[str, str]] = {
     **{name: ("batch", "BatchOptions") for name in
        ("export_timeout", "max_queue_size", "max_export_batch_size", "schedule_delay", "shutdown_timeout")},

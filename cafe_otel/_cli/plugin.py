@@ -95,7 +95,7 @@ def _handle(args: argparse.Namespace, environ: EnvironSnapshot, command: Command
     # Resolved before the SDK is imported: a bad setting of `environ` is its own named error.
     config = resolve(environ, endpoint=args.otlp or None, protocol=args.otlp_protocol,
                      capture_content=True if args.capture_content else None, **options)
-    if config.settings.protocol == GRPC and not config.settings.disabled:
+    if GRPC in (config.settings.protocol, config.metrics.protocol if config.metrics else None):
         _quiet_grpc_core(command)
     import_sdk()
     from cafe_otel._configure import build
@@ -199,8 +199,7 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         out.write(f"wrote {len(spans)} spans ({len(recording.calls)} model calls) to {args.out}\n")
         return 0
     if not _wanted(args, command):
-        raise NothingToExportTo(
-            f"cafe export needs --otlp=ENDPOINT, {_ENDPOINT} or --out FILE")
+        raise NothingToExportTo(f"cafe export needs --otlp=ENDPOINT, {_ENDPOINT} or --out FILE")
     # A recording is exported as spans only: its metrics were (or were not) sent when it ran.
     handle = _handle(args, env, command, service_name=args.service_name, metrics=False)
     if handle.provider is None or handle.settings is None:
