@@ -99,7 +99,7 @@ class TelemetryConfig:
     shapes: Mapping[str, Shape]  # the caller's own keys
     set_global: bool
     sampler: Sampler | None = None
-    span_limits: Mapping[str, int | None] | None = None  # SpanLimits argument -> limit; None: no limit
+    span_limits: Mapping[str, int | None] | None = None  # SpanLimits argument -> limit (a None limit: unset)
     metrics: MetricSettings | None = None
     metric_exporter: MetricExporter | None = None  # the caller's; None: OTLP
     secrets: tuple[str, ...] = field(default=(), repr=False)
