@@ -94,9 +94,10 @@ def _configure(capture: bool, exporter: SpanExporter, metadata_only: bool = True
 
     return cafe_otel.configure(
         "bench", exporter=exporter, capture_content="SPAN_ONLY" if capture else "NO_CONTENT",
-        environ={}, max_queue_size=2048, metadata_only=metadata_only, metrics=metrics,
+        environ={}, batch=cafe_otel.BatchOptions(max_queue_size=2048),
+        advanced=cafe_otel.AdvancedOptions(metadata_only=metadata_only),
         # Collected never during the run: what is timed is the recording, as on a live shift.
-        metric_exporter=NothingMetricExporter() if metrics else None, metric_export_interval=3600 if metrics else None,
+        metrics=cafe_otel.MetricsOptions(exporter=NothingMetricExporter(), export_interval=3600) if metrics else False,
     )
 
 

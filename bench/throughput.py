@@ -57,8 +57,8 @@ def child(endpoint: str, rate: float, seconds: float, queue: int, batch: int, de
 
     logging.disable(logging.CRITICAL)
     handle = cafe_otel.configure("bench-throughput", endpoint=endpoint, protocol="grpc", environ={},
-                                 max_queue_size=queue, max_export_batch_size=batch, schedule_delay=delay,
-                                 shutdown_timeout=30.0)
+                                 batch=cafe_otel.BatchOptions(max_queue_size=queue, max_export_batch_size=batch,
+                                                              schedule_delay=delay, shutdown_timeout=30.0))
     provider, account = handle.provider, handle.account
 
     from opentelemetry.trace import SpanKind

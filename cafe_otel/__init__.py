@@ -18,6 +18,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cafe_otel._config.capture import CaptureMode, capture_mode
+    from cafe_otel._config.options import AdvancedOptions, BatchOptions, MetricsOptions
     from cafe_otel._config.settings import TelemetryConfigError, resolve_settings
     from cafe_otel._configure import TelemetryHandle, configure
     from cafe_otel._export.account import TelemetryAccount
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
     from cafe_otel._offline.recording_export import export_recording
     from cafe_otel._privacy.processor import MetadataOnlySpanProcessor, sanitise_span
     from cafe_otel._privacy.shapes import Shape, bool_shape, float_shape, int_shape, text_shape
-    from cafe_otel._spans.content import CaptureMode, capture_mode
     from cafe_otel._spans.ids import SequentialIdGenerator
     from cafe_otel._spans.listener import SpanListener
     from cafe_otel._spans.tracer import OTelTracer
@@ -38,18 +39,21 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "GENAI_SEMCONV_VERSION": "cafe_otel.semconv",
     "SCHEMA_URL": "cafe_otel.semconv",
+    "AdvancedOptions": "cafe_otel._config.options",
+    "BatchOptions": "cafe_otel._config.options",
     "BoundedBatchSpanProcessor": "cafe_otel._export.batch",
-    "CaptureMode": "cafe_otel._spans.content",
+    "CaptureMode": "cafe_otel._config.capture",
     "FailSoftSpanExporter": "cafe_otel._export.failsoft",
     "MetadataOnlySpanProcessor": "cafe_otel._privacy.processor",
     "MetricsListener": "cafe_otel._metrics.listener",
+    "MetricsOptions": "cafe_otel._config.options",
     "OTelTracer": "cafe_otel._spans.tracer",
     "SequentialIdGenerator": "cafe_otel._spans.ids",
     "SpanListener": "cafe_otel._spans.listener",
     "TelemetryAccount": "cafe_otel._export.account",
     "TelemetryConfigError": "cafe_otel._config.settings",
     "TelemetryHandle": "cafe_otel._configure",
-    "capture_mode": "cafe_otel._spans.content",
+    "capture_mode": "cafe_otel._config.capture",
     "configure": "cafe_otel._configure",
     "describe": "cafe_otel._offline.otlp_bytes",
     "diff": "cafe_otel._offline.otlp_bytes",
@@ -68,11 +72,14 @@ _EXPORTS = {
 __all__ = [
     "GENAI_SEMCONV_VERSION",
     "SCHEMA_URL",
+    "AdvancedOptions",
+    "BatchOptions",
     "BoundedBatchSpanProcessor",
     "CaptureMode",
     "FailSoftSpanExporter",
     "MetadataOnlySpanProcessor",
     "MetricsListener",
+    "MetricsOptions",
     "OTelTracer",
     "SequentialIdGenerator",
     "Shape",

@@ -26,13 +26,13 @@ How settings are resolved, checked and the OTEL_* variables read is `cafe_otel._
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
@@ -43,21 +43,22 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
+from cafe.privacy import Scrubber
 from cafe.trace.clock import Clock
 from cafe.trace.failsoft import fail_soft
 from cafe.trace.tracer import Tracer
 from cafe_otel import semconv as sc
+from cafe_otel._config import TelemetryConfig, resolve
+from cafe_otel._config.capture import CaptureMode
 from cafe_otel._config.environment import span_limits
-from cafe_otel._config.metrics import MetricSettings, metrics_wanted, resolve_metric_settings
-from cafe_otel._config.sampling import sampler_from
+from cafe_otel._config.metrics import MetricSettings
+from cafe_otel._config.options import AdvancedOptions, BatchOptions, MetricsOptions
 from cafe_otel._config.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     GRPC,
     Settings,
     TelemetryConfigError,
     display_endpoint,
-    resolve_batch_settings,
-    resolve_settings,
     seconds_in_range,
 )
 from cafe_otel._config.signal import checked_headers
@@ -72,7 +73,6 @@ from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
 from cafe_otel._privacy import shapes as sh
 from cafe_otel._privacy.processor import SpanSanitiser
-from cafe_otel._spans.content import CaptureMode, content_scrubber
 from cafe_otel._spans.tracer import OTelTracer
 
 if TYPE_CHECKING:
@@ -257,86 +257,135 @@ class TelemetryHandle:
         return worker
 
 
+class _MovedArguments(TypedDict, total=False):
+    """The flat keywords that moved into a group; each still works, with a DeprecationWarning."""
+
+    export_timeout: float
+    max_queue_size: int
+    max_export_batch_size: int
+    schedule_delay: float
+    shutdown_timeout: float
+    metric_exporter: MetricExporter
+    metric_export_interval: float
+    id_generator: IdGenerator
+    sampler: Sampler
+    resource: Resource
+    extra_processors: tuple[SpanProcessor, ...]
+    metadata_only: bool
+    replay: bool
+
+
+# Moved keyword -> (its group's keyword, its group's class); `_FIELD` renames the two whose field differs.
+MOVED_ARGUMENTS: dict[str, tuple[str, str]] = {
+    **{name: ("batch", "BatchOptions") for name in
+       ("export_timeout", "max_queue_size", "max_export_batch_size", "schedule_delay", "shutdown_timeout")},
+    "metric_exporter": ("metrics", "MetricsOptions"), "metric_export_interval": ("metrics", "MetricsOptions"),
+    **{name: ("advanced", "AdvancedOptions") for name in
+       ("id_generator", "sampler", "resource", "extra_processors", "metadata_only", "replay")},
+}
+_FIELD = {"metric_exporter": "exporter", "metric_export_interval": "export_interval"}
+
+
+def _moved(moved: Mapping[str, Any], batch: BatchOptions | None, metrics: bool | MetricsOptions | None,
+           advanced: AdvancedOptions | None) -> tuple[BatchOptions | None, bool | MetricsOptions | None,
+                                                      AdvancedOptions | None]:
+    """The groups with the moved keywords folded in, each warned about by its new spelling."""
+    unknown = sorted(set(moved) - set(MOVED_ARGUMENTS))
+    if unknown:
+        raise TypeError(f"configure() got an unexpected keyword argument {unknown[0]!r}")
+    given: dict[str, dict[str, Any]] = {"batch": {}, "metrics": {}, "advanced": {}}
+    for name, value in moved.items():
+        keyword, group = MOVED_ARGUMENTS[name]
+        spelling = f"{keyword}={group}({_FIELD.get(name, name)}=...)"
+        warnings.warn(f"configure({name}=...) is deprecated: use configure({spelling})",
+                      DeprecationWarning, stacklevel=3)
+        existing = {"batch": batch, "metrics": metrics, "advanced": advanced}[keyword]
+        if existing is not None and not isinstance(existing, bool):
+            raise TelemetryConfigError(f"{name}: given both as a keyword and in {keyword}={group}(...); "
+                                       f"keep {spelling}")
+        given[keyword][_FIELD.get(name, name)] = value
+    return (BatchOptions(**given["batch"]) if given["batch"] else batch,
+            MetricsOptions(**given["metrics"], enabled=metrics if isinstance(metrics, bool) else None)
+            if given["metrics"] else metrics,
+            AdvancedOptions(**given["advanced"]) if given["advanced"] else advanced)
+
+
 def configure(
     service_name: str | None = None,
     *,
     endpoint: str | None = None,
     protocol: str | None = None,
     headers: Mapping[str, str] | None = None,
-    export_timeout: float | None = None,
     capture_content: CaptureMode | str | bool | None = None,
-    replay: bool = False,
-    id_generator: IdGenerator | None = None,
-    sampler: Sampler | None = None,
-    exporter: SpanExporter | None = None,
-    metadata_only: bool = True,
-    resource: Resource | None = None,
-    max_queue_size: int | None = None,
-    max_export_batch_size: int | None = None,
-    schedule_delay: float | None = None,
-    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
-    extra_processors: tuple[SpanProcessor, ...] = (),
     environ: Mapping[str, str] | None = None,
     secrets: Iterable[str] = (),
-    metrics: bool | None = None,
-    metric_exporter: MetricExporter | None = None,
-    metric_export_interval: float | None = None,
     set_global: bool = True,
     shapes: Mapping[str, sh.Shape] | None = None,
+    exporter: SpanExporter | None = None,
+    metrics: bool | MetricsOptions | None = None,
+    batch: BatchOptions | None = None,
+    advanced: AdvancedOptions | None = None,
+    **moved: Unpack[_MovedArguments],
 ) -> TelemetryHandle:
-    """Build the provider and chain. `OTEL_SDK_DISABLED=true` gives a no-op handle whose
-    tracer is a plain cafe `Tracer` and whose shutdown returns at once. `secrets` (a live
-    client's `secrets()`) never leave: captured content is scrubbed of them as a
-    recording is, and a metadata value holding one is withheld. `metrics` (default: on
-    unless `OTEL_METRICS_EXPORTER=none`, or when `exporter` is given without a
-    `metric_exporter`) adds the MeterProvider; `metric_exporter` replaces its OTLP exporter,
-    as `exporter` does the spans'. `sampler` wins over `OTEL_TRACES_SAMPLER`
-    (`cafe_otel._config.sampling`; metrics are not sampled). `set_global` makes the providers the
+    """Build the providers and their chains from `cafe_otel._config.resolve(environ, ...)`:
+    every argument given wins over the `OTEL_*` variables of `environ` (os.environ at call
+    time), which win over the defaults.
+
+    `OTEL_SDK_DISABLED=true` gives a no-op handle whose tracer is a plain cafe `Tracer` and
+    whose shutdown returns at once. `secrets` (a live client's `secrets()`) never leave:
+    captured content is scrubbed of them as a recording is, and a metadata value holding one
+    is withheld. `exporter` replaces the spans' OTLP exporter. `metrics`: False for none, True for
+    the MeterProvider, `MetricsOptions(exporter=, export_interval=, enabled=)` for its parts;
+    undecided, it is on unless `OTEL_METRICS_EXPORTER=none` or `exporter` is given without a
+    metric exporter.
+    `batch=BatchOptions(...)` bounds the batch processor and the exports;
+    `advanced=AdvancedOptions(...)` replaces the id generator, sampler or resource, adds
+    processors, or makes a replay's output deterministic. `set_global` makes the providers the
     global ones when none is set yet; `shapes` adds the caller's own keys to the shape table
-    (`cafe_otel.Shape`)."""
-    own_shapes = user_shapes(shapes)
-    settings = resolve_settings(
-        service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
-        export_timeout=export_timeout, capture_content=capture_content, environ=environ,
-    )
-    limits = resolve_batch_settings(max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size,
-                                    schedule_delay=schedule_delay, shutdown_timeout=shutdown_timeout,
-                                    environ=environ)
+    (`cafe_otel.Shape`). The keywords that moved into a group still work, with a
+    DeprecationWarning naming the group."""
+    if moved:
+        batch, metrics, advanced = _moved(moved, batch, metrics, advanced)
+    config = resolve(environ, service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
+                     capture_content=capture_content, exporter=exporter, metrics=metrics, batch=batch,
+                     advanced=advanced, secrets=secrets, set_global=set_global, shapes=shapes)
+    return build(config)
+
+
+def build(config: TelemetryConfig) -> TelemetryHandle:
+    """The providers, their chains and the handle, from `config` alone."""
+    settings, limits, advanced = config.settings, config.batch, config.advanced
     account = TelemetryAccount()
     if settings.capture.on_event:
         account.note_error(f"content capture {settings.capture.value}: the content event is not emitted "
                            "(it is a log record; content goes on spans only)")
-    secrets = tuple(secrets)  # read by the span sanitiser and the metrics listener both
-    if settings.disabled:
-        return TelemetryHandle(provider=None, account=account, settings=settings, replay=replay)
-    # Explicit, and checked before any thread starts: the SDK's default would read
-    # os.environ, whatever `environ` says.
-    env = os.environ if environ is None else environ
-    chosen_sampler = sampler if sampler is not None else sampler_from(env)
+    secrets = config.secrets  # read by the span sanitiser and the metrics listener both
+    if settings.disabled or config.sampler is None or config.span_limits is None:
+        return TelemetryHandle(provider=None, account=account, settings=settings, replay=advanced.replay)
+    exporter = config.exporter
     rejections = (RejectionCounter("spans", on_unreadable=account.note_error)
                   if exporter is None and settings.protocol != GRPC else None)
-    console = exporter is None and env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == CONSOLE
-    if console:
+    if config.console:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         exporter, rejections = ConsoleSpanExporter(), None
-        if metrics is None and metric_exporter is None and not env.get("OTEL_METRICS_EXPORTER", "").strip():
-            metrics = False  # no metrics to a Collector nobody started
     attempts = AttemptLog() if exporter is None else None
     inner = exporter if exporter is not None else build_otlp_exporter(
         settings, settings.tls, rejections, attempts)
     target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
               else type(exporter).__name__)
+    own_shapes = dict(config.shapes)
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = (sc.METADATA_ALLOWLIST | frozenset(own_shapes)
                  | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset()))
     sanitiser = None
-    if metadata_only:
+    if advanced.metadata_only:
         sanitiser = SpanSanitiser(
             allowlist, shapes={**sh.SHAPES, **own_shapes}, account=account, secrets=secrets,
-            content_scrubber=content_scrubber(env) if settings.capture.enabled else None,
+            content_scrubber=Scrubber(extra_patterns=list(config.scrub_patterns))
+            if settings.capture.enabled else None,
             # A replay's bytes must not depend on a random key (golden files).
-            hash_key=REPLAY_HASH_KEY if replay else None)
+            hash_key=REPLAY_HASH_KEY if advanced.replay else None)
     batch = BoundedBatchSpanProcessor(
         inner, account=account, target=target, export_timeout=settings.export_timeout,
         max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
@@ -348,26 +397,22 @@ def configure(
         attempts=attempts,
     )
     provider = TracerProvider(
-        resource=resource if resource is not None else build_resource(settings, replay=replay),
-        id_generator=id_generator,
-        sampler=chosen_sampler,
-        span_limits=span_limits(env),  # checked, not a ValueError
+        resource=advanced.resource if advanced.resource is not None else build_resource(settings,
+                                                                                         replay=advanced.replay),
+        id_generator=advanced.id_generator,
+        sampler=config.sampler,
+        span_limits=span_limits(config.span_limits),  # every one explicit: the SDK reads none itself
         # Our handle's shutdown is the bounded one; at exit the provider's hook finds
         # everything already closed, or closes it within the batch processor's bound.
         shutdown_on_exit=True,
     )
-    for processor in extra_processors:
+    for processor in advanced.extra_processors:
         provider.add_span_processor(processor)
     provider.add_span_processor(batch)
-    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=replay,
+    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=advanced.replay,
                              shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
-    # A caller who hands in the span exporter has chosen where telemetry goes: metrics then
-    # need their own exporter (or metrics=True) rather than an OTLP default of their own.
-    if metrics is None and exporter is not None and metric_exporter is None:
-        metrics = False
-    if metrics_wanted(metrics, env):
-        metric_settings = resolve_metric_settings(settings.options, export_interval=metric_export_interval,
-                                                  environ=env)
+    metric_settings, metric_exporter = config.metrics, config.metric_exporter
+    if metric_settings is not None:
         handle.metric_settings = metric_settings
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
                             if metric_exporter is None and metric_settings.protocol != GRPC else None)
@@ -384,12 +429,11 @@ def configure(
         handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
         account.enable_metrics()
-    if set_global:
+    if config.set_global:
         _make_global(handle)
     return handle
 
 
-CONSOLE = "console"
 _GLOBAL: list[TelemetryHandle] = []  # the handle whose providers are the global ones
 
 
@@ -416,22 +460,3 @@ _GLOBAL_LOCK = threading.Lock()
 def global_handle() -> TelemetryHandle | None:
     """The handle whose providers `configure()` made the global ones, if any."""
     return _GLOBAL[0] if _GLOBAL else None
-
-
-def user_shapes(shapes: Mapping[str, sh.Shape] | None) -> dict[str, sh.Shape]:
-    """The caller's own keys and their shapes, checked: a key of the table (the conventions'
-    or ours) keeps its shape, and free text has no shape (content has its own switch)."""
-    found: dict[str, sh.Shape] = {}
-    for key, shape in (shapes or {}).items():
-        if not isinstance(key, str) or not key.strip():
-            raise TelemetryConfigError("shapes: every key must be a non-empty attribute name")
-        if key in sh.SHAPES:
-            raise TelemetryConfigError(f"shapes: {key!r} already has a shape (cafe_otel._privacy.shapes.SHAPES); "
-                                       "declare shapes for your own keys only")
-        if not isinstance(shape, sh.Shape):
-            raise TelemetryConfigError(f"shapes: the shape of {key!r} is not a cafe_otel.Shape")
-        if shape.kind == sh.CONTENT:
-            raise TelemetryConfigError(f"shapes: {key!r} cannot be content (free text leaves only with "
-                                       "content capture, under the GenAI content keys)")
-        found[key] = shape
-    return found

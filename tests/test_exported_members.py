@@ -41,11 +41,12 @@ PINNED = {
         'recorded_request_headers', 'recorded_response_headers', 'replay', 'uninstall'
     },
     "cafe_otel": {
-        'BoundedBatchSpanProcessor', 'CaptureMode', 'FailSoftSpanExporter', 'GENAI_SEMCONV_VERSION',
-        'MetadataOnlySpanProcessor', 'MetricsListener', 'OTelTracer', 'SCHEMA_URL', 'SequentialIdGenerator',
-        'Shape', 'SpanListener', 'TelemetryAccount', 'TelemetryConfigError', 'TelemetryHandle', 'bool_shape',
-        'capture_mode', 'configure', 'describe', 'diff', 'encode', 'execute_tool', 'export_recording',
-        'float_shape', 'int_shape', 'invoke_agent', 'resolve_settings', 'sanitise_span', 'text_shape'
+        'AdvancedOptions', 'BatchOptions', 'BoundedBatchSpanProcessor', 'CaptureMode', 'FailSoftSpanExporter',
+        'GENAI_SEMCONV_VERSION', 'MetadataOnlySpanProcessor', 'MetricsListener', 'MetricsOptions', 'OTelTracer',
+        'SCHEMA_URL', 'SequentialIdGenerator', 'Shape', 'SpanListener', 'TelemetryAccount', 'TelemetryConfigError',
+        'TelemetryHandle', 'bool_shape', 'capture_mode', 'configure', 'describe', 'diff', 'encode', 'execute_tool',
+        'export_recording', 'float_shape', 'int_shape', 'invoke_agent', 'resolve_settings', 'sanitise_span',
+        'text_shape'
     },
 }
 

@@ -114,11 +114,12 @@ def parse_max_retries(text: str, source: str = RETRIES_VARIABLE) -> int:
     return check_max_retries(int(text.strip()), source)
 
 
-_SOURCES = {
-    "base_url": ("CAFE_BASE_URL", "OPENAI_BASE_URL"),
-    "api_key": ("CAFE_API_KEY", "OPENAI_API_KEY"),
-    "model": ("CAFE_MODEL", "OPENAI_MODEL"),
-}
+# Each live setting's variables, ours first: every reader of them (the live client, the wire
+# replay) takes the names from here.
+BASE_URL_VARIABLES = ("CAFE_BASE_URL", "OPENAI_BASE_URL")
+API_KEY_VARIABLES = ("CAFE_API_KEY", "OPENAI_API_KEY")
+MODEL_VARIABLES = ("CAFE_MODEL", "OPENAI_MODEL")
+_SOURCES = {"base_url": BASE_URL_VARIABLES, "api_key": API_KEY_VARIABLES, "model": MODEL_VARIABLES}
 
 
 class Secret:

@@ -13,7 +13,7 @@ from typing import Any
 
 from cafe.clients.base import Message, Response
 from cafe.clients.live import LiveClient
-from cafe.clients.settings import LiveSettings, Secret
+from cafe.clients.settings import API_KEY_VARIABLES, BASE_URL_VARIABLES, MODEL_VARIABLES, LiveSettings, Secret
 from cafe.errors import CafeError
 from cafe.recording.format import Recording
 from cafe.recording.scrub import Scrubber
@@ -40,9 +40,9 @@ def replay_settings(recording: Recording, environ: Mapping[str, str]) -> LiveSet
     path = target.partition("?")[0]
     recorded_base = REPLAY_ORIGIN + (path[: -len(_CHAT_PATH)] if path.endswith(_CHAT_PATH) else "/v1")
     return LiveSettings(
-        base_url=_setting(environ, "CAFE_BASE_URL", "OPENAI_BASE_URL") or recorded_base,
-        api_key=Secret(_setting(environ, "CAFE_API_KEY", "OPENAI_API_KEY") or REPLAY_KEY),
-        model=_setting(environ, "CAFE_MODEL", "OPENAI_MODEL") or recording.model or "unknown",
+        base_url=_setting(environ, *BASE_URL_VARIABLES) or recorded_base,
+        api_key=Secret(_setting(environ, *API_KEY_VARIABLES) or REPLAY_KEY),
+        model=_setting(environ, *MODEL_VARIABLES) or recording.model or "unknown",
     )
 
 

@@ -46,6 +46,7 @@ from cafe.trace.clock import Timeline
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript
 from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report, write_private_page
+from cafe_otel._config.options import MetricsOptions
 from cafe_otel._configure import configure
 from cafe_otel._offline.otlp_bytes import encode
 
@@ -218,7 +219,7 @@ def run_demo(out: TextIO, keep: Path | None = None) -> int:
 
 def _demo(out: TextIO, path: Path, *, kept: bool) -> int:
     spans_out, metrics_out = InMemorySpanExporter(), _KeptMetrics()
-    handle = configure("cafe-demo", exporter=spans_out, metric_exporter=metrics_out, environ={})
+    handle = configure("cafe-demo", exporter=spans_out, metrics=MetricsOptions(exporter=metrics_out), environ={})
     timeline = Timeline()
     tracer = handle.tracer(timeline, origin_unix_nano=timeline.origin_unix_nano)
     model = StoryClient()

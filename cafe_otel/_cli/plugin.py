@@ -17,8 +17,6 @@ the environ handed in were resolved and checked.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -29,25 +27,21 @@ from cafe.recording.output import check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
-from cafe.urls import http_url_problem, shown_url
 from cafe_otel._cli.logs import ExporterLogCapture, redactor
+from cafe_otel._config import AdvancedOptions, CommandSettings, EnvironSnapshot, read_environ, resolve, resolve_command
 from cafe_otel._config import variables as v
-from cafe_otel._config.environment import import_sdk
+from cafe_otel._config.environment import import_grpc_quietly, import_sdk
 from cafe_otel._config.numbers import ascii_decimal
 from cafe_otel._config.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     GRPC,
     HTTP,
     MAX_SECONDS,
-    TelemetryConfigError,
-    resolve_settings,
     seconds_in_range,
 )
 
 if TYPE_CHECKING:
     from cafe_otel._configure import TelemetryHandle
-
-ENDPOINT_VARIABLES = v.ENDPOINT_VARIABLES
 
 
 class TelemetryExportFailed(CafeError):
@@ -74,39 +68,39 @@ def _is_url(word: str) -> bool:
     return "://" in word
 
 
+_ENDPOINT = v.otlp_variable(v.ENDPOINT)
+
+
 def _add_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("OpenTelemetry export (cafe_otel)")
     group.add_argument(
         "--otlp", action=AttachedValue, separate=_is_url, default=None, metavar="ENDPOINT",
         help="export spans over OTLP: to ENDPOINT when written --otlp=ENDPOINT (or --otlp URL, "
-             "a URL with its scheme), else to OTEL_EXPORTER_OTLP_ENDPOINT, else localhost; on by "
-             "default when OTEL_EXPORTER_OTLP_ENDPOINT is set. A bare --otlp takes no value, "
+             f"a URL with its scheme), else to {_ENDPOINT}, else localhost; on by "
+             f"default when {_ENDPOINT} is set. A bare --otlp takes no value, "
              "wherever it stands",
     )
     group.add_argument("--otlp-protocol", choices=[GRPC, HTTP], default=None,
-                       help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
+                       help=f"OTLP protocol (default: {v.otlp_variable(v.PROTOCOL)}, else grpc)")
     group.add_argument("--capture-content", action="store_true",
                        help="put messages, tool arguments and results on spans (off by default)")
 
 
-def _wanted(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
-    return getattr(args, "otlp", None) is not None or any(
-        environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+def _wanted(args: argparse.Namespace, command: CommandSettings) -> bool:
+    return getattr(args, "otlp", None) is not None or command.endpoint_set
 
 
-def _handle(args: argparse.Namespace, environ: Mapping[str, str], **options: Any) -> TelemetryHandle:
-    # Resolved first: a bad setting of `environ` is its own named error before the SDK is imported.
-    resolve_settings(endpoint=args.otlp or None, protocol=args.otlp_protocol, environ=environ)
+def _handle(args: argparse.Namespace, environ: EnvironSnapshot, command: CommandSettings,
+            **options: Any) -> TelemetryHandle:
+    # Resolved before the SDK is imported: a bad setting of `environ` is its own named error.
+    config = resolve(environ, endpoint=args.otlp or None, protocol=args.otlp_protocol,
+                     capture_content=True if args.capture_content else None, **options)
+    if GRPC in (config.settings.protocol, config.metrics.protocol if config.metrics else None):
+        _quiet_grpc_core(command)
     import_sdk()
-    from cafe_otel._configure import configure
+    from cafe_otel._configure import build
 
-    return configure(
-        endpoint=args.otlp or None,
-        protocol=args.otlp_protocol,
-        capture_content=True if args.capture_content else None,
-        environ=environ,
-        **options,
-    )
+    return build(config)
 
 
 def report_line(handle: TelemetryHandle, capture: ExporterLogCapture | None) -> str:
@@ -118,19 +112,15 @@ def report_line(handle: TelemetryHandle, capture: ExporterLogCapture | None) -> 
     return redactor(handle.settings, handle.metric_settings)(line)
 
 
-def _debug(environ: Mapping[str, str]) -> bool:
-    return bool(environ.get(v.CAFE_DEBUG))
+def _capture(handle: TelemetryHandle, command: CommandSettings) -> ExporterLogCapture:
+    return ExporterLogCapture(redactor(handle.settings, handle.metric_settings), debug=command.debug)
 
 
-def _capture(handle: TelemetryHandle, environ: Mapping[str, str]) -> ExporterLogCapture:
-    return ExporterLogCapture(redactor(handle.settings, handle.metric_settings), debug=_debug(environ))
-
-
-def _quiet_grpc_core(environ: Mapping[str, str]) -> None:
-    """gRPC's C core writes its own warnings straight to stderr (not through logging),
-    several lines each; it reads GRPC_VERBOSITY when it is first imported."""
-    if not _debug(environ) and "grpc" not in sys.modules:
-        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+def _quiet_grpc_core(command: CommandSettings) -> None:
+    """gRPC's C core writes its own lines (a failed TLS handshake, ...) straight to stderr, not
+    through logging: imported by `import_grpc_quietly`, it writes none (`CAFE_DEBUG` shows them)."""
+    if not command.debug:
+        import_grpc_quietly()
 
 
 @dataclass
@@ -176,6 +166,8 @@ class OTelSession:
 
 
 def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    env = read_environ(environ)
+    command = resolve_command(env)
     if args.timeout is not None:
         seconds_in_range(args.timeout, "--timeout", low_inclusive=True)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
@@ -190,13 +182,13 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         from cafe_otel._spans.ids import SequentialIdGenerator
 
         sink = InMemorySpanExporter()
-        handle = _handle(args, environ, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
-                         service_name=args.service_name, metrics=False)
+        handle = _handle(args, env, command, exporter=sink, service_name=args.service_name, metrics=False,
+                         advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
         if handle.provider is None or handle.settings is None:
-            out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing written\n")
+            out.write(f"telemetry disabled ({v.OTEL_SDK_DISABLED}=true): nothing written\n")
             return 0
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture,
-                                 environ=environ)
+                                 environ=env)
         handle.shutdown()
         spans = sink.get_finished_spans()
         if len(spans) != count:
@@ -206,13 +198,12 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
         write_output(args.out, encode(spans), reads=[args.recording], private=handle.settings.capture.enabled)
         out.write(f"wrote {len(spans)} spans ({len(recording.calls)} model calls) to {args.out}\n")
         return 0
-    if not _wanted(args, environ):
-        raise NothingToExportTo("cafe export needs --otlp=ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE")
-    _quiet_grpc_core(environ)
+    if not _wanted(args, command):
+        raise NothingToExportTo(f"cafe export needs --otlp=ENDPOINT, {_ENDPOINT} or --out FILE")
     # A recording is exported as spans only: its metrics were (or were not) sent when it ran.
-    handle = _handle(args, environ, service_name=args.service_name, metrics=False)
+    handle = _handle(args, env, command, service_name=args.service_name, metrics=False)
     if handle.provider is None or handle.settings is None:
-        out.write("telemetry disabled (OTEL_SDK_DISABLED=true): nothing exported\n")
+        out.write(f"telemetry disabled ({v.OTEL_SDK_DISABLED}=true): nothing exported\n")
         return 0
     from cafe_otel._export.failsoft import GRACE_SECONDS
     from cafe_otel._offline.recording_export import export_recording
@@ -220,9 +211,9 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     # Delivering is this command's whole job: it waits as long as one export may take (the
     # export timeout in force, and the grace its exporter is given), not the short exit bound.
     wait = args.timeout if args.timeout is not None else handle.settings.export_timeout + 2 * GRACE_SECONDS
-    with _capture(handle, environ) as logs:
+    with _capture(handle, command) as logs:
         count = export_recording(recording, handle.provider, capture_content=handle.settings.capture,
-                                 environ=environ)
+                                 environ=env)
         handle.shutdown(wait)
     account = handle.account
     report = report_line(handle, logs)
@@ -263,12 +254,13 @@ class OTelCliPlugin:
                             help="a cafe recording or a plain {request, response} JSONL file")
         export.add_argument("--out", metavar="FILE.otlp", type=path_argument("a file path for the spans"),
                             help="write OTLP protobuf bytes to FILE instead of sending (deterministic)")
-        export.add_argument("--service-name", default=None, help="service.name (default: OTEL_SERVICE_NAME or cafe)")
+        export.add_argument("--service-name", default=None,
+                            help=f"service.name (default: {v.OTEL_SERVICE_NAME} or cafe)")
         export.add_argument("--allow-truncated", action="store_true",
                             help="convert the complete calls of a recording whose last line was cut short")
         export.add_argument("--timeout", type=_seconds, default=None,
                             help="seconds to wait for the collector at the end (default: the export "
-                                 "timeout, OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, 5 s unless set)")
+                                 f"timeout, {v.otlp_pair_name(v.TIMEOUT, 'traces')}, 5 s unless set)")
         _add_options(export)
         export.set_defaults(run=_run_export)
 
@@ -295,30 +287,19 @@ class OTelCliPlugin:
         """The harness hands over what it holds: the shift's clock and where its readings sit
         on the wall clock (a replay: the recording's own origin, one tick a second, so replaying
         twice gives the same timestamps), and the live client's secrets (never in a span)."""
-        if not _wanted(args, environ):
+        env = read_environ(environ)
+        command = resolve_command(env)
+        if not _wanted(args, command):
             return None
-        trace_ui = _trace_ui(environ)  # checked before a handle exists that would need closing
-        _quiet_grpc_core(environ)
-        handle = _handle(args, environ, secrets=tuple(secrets))
+        trace_ui = command.trace_ui()  # checked before a handle exists that would need closing
+        handle = _handle(args, env, command, secrets=tuple(secrets))
         if not handle.enabled:
             return None  # OTEL_SDK_DISABLED: the harness keeps its own tracer
         # The OTel spans sit on the harness's clock too, so a recorded call's start is its
         # exported chat span's start, to the nanosecond.
         return OTelSession(handle, handle.tracer(clock, origin_unix_nano=origin_unix_nano),
-                           logs=_capture(handle, environ).__enter__(),
+                           logs=_capture(handle, command).__enter__(),
                            trace_ui=trace_ui)
-
-
-def _trace_ui(environ: Mapping[str, str]) -> str | None:
-    """CAFE_JAEGER_URL as the trace notes print it: an http(s) URL with a host, shown without
-    a user:password, query or fragment (the notes go to stdout, and so into CI logs)."""
-    raw = environ.get(v.CAFE_JAEGER_URL, "").strip()
-    if not raw:
-        return None
-    problem = http_url_problem(raw)
-    if problem is not None:
-        raise TelemetryConfigError(f"CAFE_JAEGER_URL: {problem}; use the http(s)://HOST[:PORT] of Jaeger's UI")
-    return shown_url(raw)
 
 
 plugin = OTelCliPlugin()

@@ -12,12 +12,15 @@ error or a plugin that silently did not load. Importing this module reads nothin
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cafe_otel._config.numbers import ascii_whole
 from cafe_otel._config.parse import TelemetryConfigError
-from cafe_otel._config.variables import SDK_IMPORT_LIMIT, SPAN_LIMIT_VARIABLES
+from cafe_otel._config.variables import GRPC_VERBOSITY, SDK_IMPORT_LIMIT, SPAN_LIMIT_VARIABLES
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanLimits
@@ -64,11 +67,36 @@ def import_sdk() -> None:
         raise SpanLimitError(SDK_IMPORT_LIMIT) from None
 
 
-def span_limits(environ: Mapping[str, str]) -> SpanLimits:
-    """SpanLimits from `environ`, every one explicit, so the SDK reads none from os.environ."""
+_GRPC_IMPORT = threading.Lock()
+
+
+def import_grpc_quietly() -> None:
+    """Import `grpc` (when installed and not yet imported) with its C core quiet.
+
+    The core writes its own lines (a failed TLS handshake, ...) straight to stderr, not through
+    logging, and offers no call to quiet it: it reads `GRPC_VERBOSITY` once, with getenv, while
+    `grpc` is imported. So the variable is `NONE` for the import alone, unless it is already
+    set: the process environment is left as it was found, for the process and its children."""
+    with _GRPC_IMPORT:
+        if "grpc" in sys.modules:
+            return
+        given = GRPC_VERBOSITY in os.environ
+        if not given:
+            os.environ[GRPC_VERBOSITY] = "NONE"
+        try:
+            importlib.import_module("grpc")
+        except ImportError:
+            return  # no `grpc` extra: building a gRPC exporter names it
+        finally:
+            if not given:
+                os.environ.pop(GRPC_VERBOSITY, None)
+
+
+def span_limits(found: Mapping[str, int | None]) -> SpanLimits:
+    """SpanLimits from the limits `check_limits` found, every one explicit, so the SDK reads
+    none from os.environ."""
     from opentelemetry.sdk.trace import SpanLimits
 
-    found = check_limits(environ)
 
     def given(argument: str, default: int | None) -> int | None:
         return found.get(argument, default)  # a None found (unset) stays None: no limit

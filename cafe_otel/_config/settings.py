@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from cafe_otel import semconv as sc
 from cafe_otel._config import variables as v
+from cafe_otel._config.capture import CaptureMode, capture_mode
 from cafe_otel._config.environment import check_limits
 from cafe_otel._config.parse import (
     GRPC,
@@ -47,7 +48,6 @@ from cafe_otel._config.signal import (
     resolve_signal,
 )
 from cafe_otel._config.tls import TlsSettings
-from cafe_otel._spans.content import CaptureMode, capture_mode
 
 DEFAULT_SERVICE_NAME = "cafe"
 HTTP_TRACES_PATH = "/v1/traces"
@@ -154,7 +154,7 @@ def resolve_settings(
 _OFFERED = {
     v.OTEL_TRACES_EXPORTER: (("otlp", "console"),
                              "spans leave over OTLP, or on stdout with console; for none, leave --otlp and "
-                             "OTEL_EXPORTER_OTLP_ENDPOINT unset or set OTEL_SDK_DISABLED=true"),
+                             f"{v.otlp_variable(v.ENDPOINT)} unset or set {v.OTEL_SDK_DISABLED}=true"),
 }
 
 
@@ -182,13 +182,15 @@ def resolve_batch_settings(
     schedule_delay: float | None = None,
     shutdown_timeout: float,
     environ: Mapping[str, str] | None = None,
+    source: str = "{} argument",
 ) -> BatchSettings:
-    """Explicit arguments, else OTEL_BSP_* (the delay in milliseconds there), else defaults."""
+    """Explicit arguments, else OTEL_BSP_* (the delay in milliseconds there), else defaults.
+    An explicit argument's error names it as `source` formats its name."""
     env = os.environ if environ is None else environ
 
     def whole(explicit: int | None, variable: str, default: int, high: int, what: str = "") -> int:
         if explicit is not None:
-            return whole_in_range(explicit, f"{variable.removeprefix('OTEL_BSP_').lower()} argument",
+            return whole_in_range(explicit, source.format(variable.removeprefix(v.OTEL_BSP).lower()),
                                   high, what)
         found = first(env, variable)
         return default if found is None else whole_in_range(found[1], variable, high, what)
@@ -197,10 +199,10 @@ def resolve_batch_settings(
     batch = whole(max_export_batch_size, v.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
                   min(DEFAULT_MAX_EXPORT_BATCH_SIZE, queue), queue, " (at most the queue size)")
     if schedule_delay is not None:
-        delay = seconds_in_range(schedule_delay, "schedule_delay argument")
+        delay = seconds_in_range(schedule_delay, source.format("schedule_delay"))
     else:
         found = first(env, v.OTEL_BSP_SCHEDULE_DELAY)
         delay = DEFAULT_SCHEDULE_DELAY if found is None else millis_in_range(found[1], v.OTEL_BSP_SCHEDULE_DELAY)
     return BatchSettings(queue, batch, delay,
-                         seconds_in_range(shutdown_timeout, "shutdown_timeout argument", low_inclusive=True))
+                         seconds_in_range(shutdown_timeout, source.format("shutdown_timeout"), low_inclusive=True))
 

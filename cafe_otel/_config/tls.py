@@ -111,7 +111,7 @@ def resolve_tls(env: Mapping[str, str], signal: Signal, protocol: str) -> TlsSet
         if env.get(variable, "").strip():
             raise TelemetryConfigError(
                 f"{variable}: a credential provider is not offered (the exporters' TLS comes from "
-                "OTEL_EXPORTER_OTLP_CERTIFICATE, _CLIENT_KEY and _CLIENT_CERTIFICATE); unset it")
+                f"{otlp_variable(CERTIFICATE)}, _{CLIENT_KEY} and _{CLIENT_CERTIFICATE}); unset it")
     insecure: bool | None = None
     found = first(env, *otlp_variables(INSECURE, signal))
     if found is not None:

@@ -20,6 +20,7 @@ from cafe.recording.output import UnsafeOutput, check_output, write_output
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import replay_shift
 from cafe.trace.clock import TickClock
+from cafe_otel._config.options import AdvancedOptions
 from cafe_otel._configure import configure
 from cafe_otel._offline.otlp_bytes import describe, encode
 from cafe_otel._spans.ids import SequentialIdGenerator
@@ -72,8 +73,8 @@ def replay_otlp(
     """Replay a recording (zero model calls) and encode its spans as OTLP protobuf."""
     recording = source if isinstance(source, Recording) else load_recording(source)
     sink = InMemorySpanExporter()
-    handle = configure(service_name, exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
-                       environ={} if environ is None else environ)
+    handle = configure(service_name, exporter=sink, environ={} if environ is None else environ,
+                       advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
     tracer = handle.tracer(TickClock(), origin_unix_nano=recording.header.clock_origin_unix_nano or 0)
     try:
         replay_shift(recording, tracer=tracer)

@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 import cafe
-from cafe_otel import configure
+from cafe_otel import AdvancedOptions, BatchOptions, configure
 from cafe_otel._export.account import AccountSnapshot
 
 AGENT = "cafe-counter"
@@ -116,16 +116,10 @@ def run_shifts(
     and must finish within `shift_deadline` seconds. Returns after `handle.shutdown(shutdown_bound)`.
     """
     recorder = _IdRecorder()
-    handle = configure(
-        service,
-        endpoint=f"http://{endpoint}",
-        protocol="grpc",
-        environ={},
-        capture_content=capture_content,
-        export_timeout=export_timeout,
-        schedule_delay=schedule_delay,
-        extra_processors=(recorder,),
-    )
+    handle = configure(service, endpoint=f"http://{endpoint}", protocol="grpc", environ={},
+                       capture_content=capture_content,
+                       batch=BatchOptions(export_timeout=export_timeout, schedule_delay=schedule_delay),
+                       advanced=AdvancedOptions(extra_processors=(recorder,)))
     runs, tracers, seconds = [], [], []
     options = {} if system_prompt is None else {"system_prompt": system_prompt}
     try:

@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 
 import cafe
 from cafe.clients.canned import CannedClient, CannedRepliesExhausted
-from cafe_otel import configure
+from cafe_otel import BatchOptions, configure
 from otelstack import Collector, Jaeger
 
 pytestmark = pytest.mark.e2e
@@ -135,7 +135,7 @@ def test_metrics_through_the_collector_add_up_to_the_shift(
 
 def test_a_dead_metrics_backend_costs_the_shift_nothing_and_is_counted(tmp_path: Path) -> None:
     handle = configure("e2e-metrics", endpoint="http://127.0.0.1:9", protocol="grpc", environ={},
-                       export_timeout=0.5)
+                       batch=BatchOptions(export_timeout=0.5))
     started = time.monotonic()
     run = cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
                          tracer=handle.tracer())

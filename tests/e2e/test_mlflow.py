@@ -27,7 +27,7 @@ import openai
 import pytest
 
 import cafe
-from cafe_otel import configure
+from cafe_otel import BatchOptions, configure
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
 from otelstack.procs import free_ports
 from tests.wire.openai_server import OpenAIServer
@@ -161,7 +161,7 @@ def test_mlflow_shows_a_cafe_shift_and_a_plain_sdk_program_as_its_users_expect(m
     experiment = mlflow.experiment("cafe-otel-e2e")
     handle = configure(service_name="cafe-e2e", endpoint=mlflow.url, protocol="http/protobuf",
                        headers={"x-mlflow-experiment-id": experiment}, capture_content=True, metrics=False,
-                       export_timeout=30, set_global=False, environ={})
+                       set_global=False, environ={}, batch=BatchOptions(export_timeout=30))
     # A café shift (its own spans: agent, chat, tools).
     cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]), tracer=handle.tracer())
     # A plain SDK program, instrumented on the wire.

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
-from cafe_otel import TelemetryHandle, configure
+from cafe_otel import BatchOptions, TelemetryHandle, configure
 
 SEED_DECISIONS = [("approve", None)]
 
@@ -30,7 +30,7 @@ class Telemetry:
 @pytest.fixture
 def telemetry() -> Iterator[Telemetry]:
     sink = InMemorySpanExporter()
-    handle = configure(exporter=sink, environ={}, schedule_delay=0.05)
+    handle = configure(exporter=sink, environ={}, batch=BatchOptions(schedule_delay=0.05))
     yield Telemetry(handle, sink)
     handle.shutdown(2.0)
 

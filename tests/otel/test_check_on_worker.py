@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cafe_otel import BoundedBatchSpanProcessor, TelemetryAccount, configure
+from cafe_otel import BatchOptions, BoundedBatchSpanProcessor, TelemetryAccount, configure
 from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel.semconv import GEN_AI_REQUEST_MODEL
 
@@ -33,7 +33,7 @@ class ThreadNoting(SpanSanitiser):
 
 def test_span_end_does_not_check_and_the_worker_checks_before_the_exporter_sees_it():
     sink = InMemorySpanExporter()
-    handle = configure("svc", exporter=sink, environ={}, schedule_delay=60.0)
+    handle = configure("svc", exporter=sink, environ={}, batch=BatchOptions(schedule_delay=60.0))
     tracer = handle.provider.get_tracer("third.party.instrumentation")
     with tracer.start_as_current_span("op") as span:
         span.set_attribute(GEN_AI_REQUEST_MODEL, CANARY)  # allowlisted, but not a model's shape
@@ -127,7 +127,7 @@ def test_a_batch_whose_every_span_fails_the_check_reaches_no_exporter():
 
 def test_secrets_added_after_a_span_ended_still_hold_at_its_export():
     sink = InMemorySpanExporter()
-    handle = configure("svc", exporter=sink, environ={}, schedule_delay=60.0, metrics=False)
+    handle = configure("svc", exporter=sink, environ={}, metrics=False, batch=BatchOptions(schedule_delay=60.0))
     secret = "sk-live-0123456789abcdef"
     tracer = handle.provider.get_tracer("third.party")
     tracer.start_span(f"op {secret}").end()

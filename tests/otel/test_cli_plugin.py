@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import cafe
 from cafe.cli import main
 from cafe.recording.errors import RecordingNotFound
+from cafe_otel import BatchOptions
 from cafe_otel._cli.plugin import ExporterLogCapture, TelemetryExportFailed, plugin
 
 from .conftest import SEED_DECISIONS, closed_port
@@ -268,7 +269,7 @@ def test_a_redirect_is_counted_under_its_status_in_the_self_observability_points
 
     with serving(_answering(308, location="https://127.0.0.1:1/")) as port:
         handle = configure(endpoint=f"http://127.0.0.1:{port}", protocol="http/protobuf", environ={}, metrics=False,
-                           shutdown_timeout=5.0)
+                           batch=BatchOptions(shutdown_timeout=5.0))
         cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
                        tracer=handle.tracer())
         handle.shutdown()

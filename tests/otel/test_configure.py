@@ -10,7 +10,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
-from cafe_otel import OTelTracer, TelemetryConfigError, configure, resolve_settings
+from cafe_otel import AdvancedOptions, BatchOptions, OTelTracer, TelemetryConfigError, configure, resolve_settings
 from cafe_otel._spans.content import CaptureMode
 
 from .conftest import seed_shift
@@ -32,7 +32,7 @@ def test_service_name_precedence():
 
 def test_resource_attributes_are_parsed_percent_decoded_and_kept():
     env = {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod,team=caf%C3%A9%2Cbar"}
-    handle = configure(exporter=InMemorySpanExporter(), environ=env, replay=True)
+    handle = configure(exporter=InMemorySpanExporter(), environ=env, advanced=AdvancedOptions(replay=True))
     attributes = dict(handle.provider.resource.attributes)
     assert attributes["team"] == "café,bar"
     assert attributes["deployment.environment.name"] == "prod"
@@ -167,8 +167,8 @@ def test_credentials_in_headers_or_the_endpoint_never_reach_a_repr_or_an_error()
     settings = resolve_settings(environ=environ)
     assert settings.headers == {"authorization": f"Bearer {secret}"}
     assert secret not in repr(settings)
-    handle = configure(endpoint=f"http://user:{secret}@127.0.0.1:{closed_port()}?token={secret}",
-                       export_timeout=0.5, environ=environ)
+    handle = configure(endpoint=f"http://user:{secret}@127.0.0.1:{closed_port()}?token={secret}", environ=environ,
+                       batch=BatchOptions(export_timeout=0.5))
     assert secret not in repr(handle)
     seed_shift(handle.tracer())
     handle.shutdown(1.0)
@@ -202,7 +202,7 @@ def test_batch_settings_come_from_otel_bsp_variables_with_arguments_winning():
     assert account.dropped_queue_full >= 11 - 6
     assert account.exported + account.dropped == 11
     assert len(sink.get_finished_spans()) == account.exported <= 6
-    explicit = configure(exporter=InMemorySpanExporter(), environ=environ, max_queue_size=64)
+    explicit = configure(exporter=InMemorySpanExporter(), environ=environ, batch=BatchOptions(max_queue_size=64))
     seed_shift(explicit.tracer())
     explicit.shutdown(2.0)
     assert explicit.account.dropped == 0 and explicit.account.exported == 11

@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
-from cafe_otel import configure, encode
+from cafe_otel import AdvancedOptions, configure, encode
 
 CUSTOMER = "CANARY-CUSTOMER-7f3a I want the secret menu"
 SYSTEM = "CANARY-SYSTEM-51c2 You are a barista."
@@ -56,7 +56,7 @@ def _run_shifts(**options) -> tuple[bytes, list]:
 
 @pytest.mark.parametrize("metadata_only", [True, False], ids=["processor-on", "mapping-alone"])
 def test_no_exported_byte_holds_customer_text_with_capture_off(metadata_only):
-    data, spans = _run_shifts(metadata_only=metadata_only)
+    data, spans = _run_shifts(advanced=AdvancedOptions(metadata_only=metadata_only))
     assert len(spans) > 10
     for canary in CANARIES:
         assert canary.encode() not in data
@@ -101,7 +101,7 @@ def test_capture_on_puts_messages_on_spans_in_the_convention_shape():
 
 
 def test_capture_without_the_processor_records_the_whole_exception():
-    _, spans = _run_shifts(capture_content=True, metadata_only=False)
+    _, spans = _run_shifts(capture_content=True, advanced=AdvancedOptions(metadata_only=False))
     failed = next(s for s in spans if s.attributes.get("error.type") == "ValueError" and s.name.startswith("chat"))
     assert failed.events[0].attributes["exception.message"] == EXCEPTION
 

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cafe_otel import BoundedBatchSpanProcessor, FailSoftSpanExporter, TelemetryAccount, configure
+from cafe_otel import BatchOptions, BoundedBatchSpanProcessor, FailSoftSpanExporter, TelemetryAccount, configure
 from cafe_otel._export.failsoft import GRACE_SECONDS
 
 from .conftest import closed_port, seed_shift
@@ -54,7 +54,7 @@ def _shift_then_shutdown(handle, bound: float) -> tuple[str, float, float]:
 
 
 def test_an_exporter_that_raises():
-    handle = configure(exporter=RaisingExporter(), environ={}, export_timeout=1.0)
+    handle = configure(exporter=RaisingExporter(), environ={}, batch=BatchOptions(export_timeout=1.0))
     stop_reason, _shift_seconds, shutdown_seconds = _shift_then_shutdown(handle, 2.0)
     assert stop_reason == "answered"
     assert shutdown_seconds < 2.5
@@ -68,7 +68,7 @@ def test_an_exporter_that_raises():
 def test_an_exporter_that_hangs():
     hanging = HangingExporter()
     try:
-        handle = configure(exporter=hanging, environ={}, export_timeout=0.5, schedule_delay=0.05)
+        handle = configure(exporter=hanging, environ={}, batch=BatchOptions(export_timeout=0.5, schedule_delay=0.05))
         stop_reason, shift_seconds, shutdown_seconds = _shift_then_shutdown(handle, 1.5)
         assert stop_reason == "answered"
         assert shift_seconds < 1.0  # the shift never waits on the exporter
@@ -141,8 +141,8 @@ def test_an_answer_at_the_inner_exporters_own_deadline_counts_as_exported():
 def test_an_otlp_endpoint_on_a_closed_port(protocol):
     port = closed_port()
     endpoint = f"http://127.0.0.1:{port}"
-    handle = configure(endpoint=endpoint, protocol=protocol, environ={}, export_timeout=1.0,
-                       schedule_delay=0.05)
+    handle = configure(endpoint=endpoint, protocol=protocol, environ={},
+                       batch=BatchOptions(export_timeout=1.0, schedule_delay=0.05))
     stop_reason, shift_seconds, shutdown_seconds = _shift_then_shutdown(handle, 3.0)
     assert stop_reason == "answered"
     assert shift_seconds < 1.0
@@ -174,7 +174,7 @@ def test_a_full_queue_drops_and_counts():
 def test_force_flush_returns_within_its_bound_while_an_export_hangs():
     hanging = HangingExporter()
     try:
-        handle = configure(exporter=hanging, environ={}, export_timeout=5.0, schedule_delay=0.01)
+        handle = configure(exporter=hanging, environ={}, batch=BatchOptions(export_timeout=5.0, schedule_delay=0.01))
         seed_shift(handle.tracer())
         started = time.monotonic()
         assert handle.force_flush(0.3) is False
@@ -200,8 +200,8 @@ def test_shutdown_twice_and_spans_after_shutdown_are_counted():
 def test_shutdown_without_an_argument_keeps_the_configured_bound(configured):
     hanging = HangingExporter()
     try:
-        handle = configure(exporter=hanging, environ={}, export_timeout=5.0, schedule_delay=0.01,
-                           shutdown_timeout=configured)
+        handle = configure(exporter=hanging, environ={},
+                           batch=BatchOptions(export_timeout=5.0, schedule_delay=0.01, shutdown_timeout=configured))
         seed_shift(handle.tracer())
         took = handle.shutdown()
         assert configured - 0.05 <= took < configured + 0.6

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import cafe.wire as wire
-from cafe_otel import configure, encode
+from cafe_otel import MetricsOptions, configure, encode
 from cafe_otel import semconv as sc
 from cafe_otel._configure import TelemetryHandle
 from cafe_otel._metrics.listener import DURATION_BUCKETS
@@ -66,8 +66,8 @@ class Pipeline:
     def __init__(self, **options: Any) -> None:
         self.spans = InMemorySpanExporter()
         self.metrics = KeptMetrics()
-        self.handle: TelemetryHandle = configure(exporter=self.spans, metric_exporter=self.metrics, environ={},
-                                                 set_global=False, **options)
+        self.handle: TelemetryHandle = configure(exporter=self.spans, environ={}, set_global=False, **options,
+                                                 metrics=MetricsOptions(exporter=self.metrics))
         self.instrumentor = OpenAIWireInstrumentor()
 
     def __enter__(self) -> Pipeline:

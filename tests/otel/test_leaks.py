@@ -20,7 +20,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, Status, Sta
 
 import cafe
 from cafe.clients import LiveClient, LiveSettings, Secret
-from cafe_otel import MetadataOnlySpanProcessor, TelemetryAccount, configure, encode
+from cafe_otel import BatchOptions, MetadataOnlySpanProcessor, MetricsOptions, TelemetryAccount, configure, encode
 from cafe_otel._privacy.processor import HASH_MARKER, sanitise_span
 from cafe_otel._privacy.shapes import REDACTED_NAME, SHAPES
 from cafe_otel.semconv import GEN_AI_OUTPUT_MESSAGES, METADATA_ALLOWLIST
@@ -216,7 +216,8 @@ LEGIT_REPLY = planted_reply(
 def _live_shift(base_url: str, **options):
     sink = InMemorySpanExporter()
     client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
-    handle = configure(exporter=sink, environ={}, secrets=client.secrets(), schedule_delay=0.05, **options)
+    handle = configure(exporter=sink, environ={}, secrets=client.secrets(), **options,
+                       batch=BatchOptions(schedule_delay=0.05))
     run = cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
     handle.shutdown(5.0)  # returns once flushed; the bound only matters on a loaded machine
     return run, list(sink.get_finished_spans()), handle.account
@@ -265,7 +266,8 @@ def test_a_legitimate_server_reply_passes_unchanged():
 
 def test_content_of_a_third_party_span_is_scrubbed_of_the_secrets_it_was_given():
     handle_sink = InMemorySpanExporter()
-    handle = configure(exporter=handle_sink, environ={}, capture_content=True, schedule_delay=0.05)
+    handle = configure(exporter=handle_sink, environ={}, capture_content=True,
+                       batch=BatchOptions(schedule_delay=0.05))
     handle.add_secrets([KEY])
     tracer = handle.provider.get_tracer("openllmetry")
     with tracer.start_as_current_span("chat gpt-4o-mini",
@@ -334,8 +336,8 @@ class KeptMetrics(MetricExporter):
 def _live_shift_metrics(base_url: str) -> tuple[bytes, TelemetryAccount]:
     metrics = KeptMetrics()
     client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics, environ={},
-                       secrets=client.secrets(), schedule_delay=0.05)
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, secrets=client.secrets(),
+                       batch=BatchOptions(schedule_delay=0.05), metrics=MetricsOptions(exporter=metrics))
     cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
     handle.shutdown(5.0)
     assert b"gen_ai.client.token.usage" in metrics.data  # the export did happen
@@ -382,8 +384,8 @@ def test_a_live_key_pasted_into_the_resource_leaves_with_no_span_and_no_metric_p
 
 def test_a_secret_added_after_configure_is_kept_out_of_the_resource_and_counted():
     spans, metrics = InMemorySpanExporter(), KeptMetrics()
-    handle = configure(exporter=spans, metric_exporter=metrics, schedule_delay=0.05,
-                       environ={"OTEL_RESOURCE_ATTRIBUTES": f"team=bar,token={KEY}"})
+    handle = configure(exporter=spans, environ={"OTEL_RESOURCE_ATTRIBUTES": f"team=bar,token={KEY}"},
+                       batch=BatchOptions(schedule_delay=0.05), metrics=MetricsOptions(exporter=metrics))
     cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS),
                    tracer=handle.tracer())
     assert handle.force_flush(5.0)

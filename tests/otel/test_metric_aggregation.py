@@ -32,7 +32,7 @@ from cafe.trace.events import (
     ShiftEnded,
     ToolEnded,
 )
-from cafe_otel import TelemetryAccount, configure
+from cafe_otel import MetricsOptions, TelemetryAccount, configure
 from cafe_otel._metrics.aggregation import CARDINALITY_LIMIT, OVERFLOW, InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
 from cafe_otel._metrics.reader import MergingMetricReader
@@ -241,7 +241,7 @@ def test_a_collection_that_raises_is_reported_and_raises_nothing():
 
 def test_configure_sends_the_genai_metrics_of_a_shift_through_the_reader():
     exporter = Kept(DELTA)
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=exporter, environ={})
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, metrics=MetricsOptions(exporter=exporter))
     tracer = handle.tracer()
     cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]), tracer=tracer)
     handle.shutdown(5.0)
@@ -263,7 +263,7 @@ def test_one_listener_serves_shifts_that_run_at_once():
     """The handle's MetricsListener hears every tracer it made; their span ids overlap (each
     tracer counts from 1) and their clocks are their own."""
     exporter = Kept()
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=exporter, environ={})
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, metrics=MetricsOptions(exporter=exporter))
     first = handle.tracer(cafe.TickClock(step=1.0))
     second = handle.tracer(cafe.TickClock(start=100.0, step=10.0))
     request = {"model": "m", "provider": "p", "input": []}

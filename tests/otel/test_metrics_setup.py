@@ -10,7 +10,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
-from cafe_otel import TelemetryConfigError, configure
+from cafe_otel import BatchOptions, MetricsOptions, TelemetryConfigError, configure
 from cafe_otel._config.metrics import resolve_metric_settings
 from cafe_otel._config.settings import resolve_settings
 from cafe_otel._export.metrics_export import count_points
@@ -47,7 +47,7 @@ def _shift(handle) -> cafe.ShiftRun:
 
 def test_metrics_are_exported_once_at_shutdown_and_counted():
     metrics = Metrics()
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics, environ={})
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, metrics=MetricsOptions(exporter=metrics))
     _shift(handle)
     handle.shutdown()
     assert metrics.exports == [5]
@@ -62,7 +62,8 @@ EXPORTED, INFLIGHT = "otel.sdk.exporter.metric_data_point.exported", "otel.sdk.e
                                                   ("hang", (INFLIGHT, None))])  # no answer yet: unconfirmed
 def test_a_failing_metrics_exporter_costs_nothing_and_is_counted_by_cause(behaviour, point):
     metrics = Metrics(behaviour)
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics, environ={}, shutdown_timeout=0.3)
+    handle = configure(exporter=InMemorySpanExporter(), environ={}, batch=BatchOptions(shutdown_timeout=0.3),
+                       metrics=MetricsOptions(exporter=metrics))
     run = _shift(handle)
     started = time.monotonic()
     handle.shutdown()
@@ -77,8 +78,8 @@ def test_a_failing_metrics_exporter_costs_nothing_and_is_counted_by_cause(behavi
 
 def test_the_export_interval_variable_is_honoured():
     metrics = Metrics()
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=metrics,
-                       environ={"OTEL_METRIC_EXPORT_INTERVAL": "50"})
+    handle = configure(exporter=InMemorySpanExporter(), environ={"OTEL_METRIC_EXPORT_INTERVAL": "50"},
+                       metrics=MetricsOptions(exporter=metrics))
     _shift(handle)
     deadline = time.monotonic() + 5
     while not metrics.exports and time.monotonic() < deadline:
@@ -95,7 +96,8 @@ def test_the_export_interval_variable_is_honoured():
     ({"OTEL_SDK_DISABLED": "true"}, True, False),  # disabled is disabled
 ])
 def test_who_decides_whether_there_are_metrics(environ, explicit, wanted):
-    handle = configure(exporter=InMemorySpanExporter(), metric_exporter=Metrics(), metrics=explicit, environ=environ)
+    handle = configure(exporter=InMemorySpanExporter(), environ=environ,
+                       metrics=MetricsOptions(exporter=Metrics(), enabled=explicit))
     assert (handle.meter_provider is not None) is wanted
     handle.shutdown()
 
@@ -109,8 +111,8 @@ def test_an_explicit_span_exporter_alone_sends_no_metrics_anywhere():
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "soon", "3600001"])
 def test_an_out_of_range_interval_is_a_configuration_error(value):
     with pytest.raises(TelemetryConfigError, match="OTEL_METRIC_EXPORT_INTERVAL"):
-        configure(exporter=InMemorySpanExporter(), metric_exporter=Metrics(),
-                  environ={"OTEL_METRIC_EXPORT_INTERVAL": value})
+        configure(exporter=InMemorySpanExporter(), environ={"OTEL_METRIC_EXPORT_INTERVAL": value},
+                  metrics=MetricsOptions(exporter=Metrics()))
 
 
 @pytest.mark.parametrize(("environ", "endpoint", "expected"), [
@@ -141,7 +143,7 @@ def test_temporality_and_histogram_choices_come_from_the_environ_handed_in_not_o
     environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
                "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": " Delta ",
                "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": "base2_exponential_bucket_histogram"}
-    handle = configure(environ=environ, shutdown_timeout=0.2)
+    handle = configure(environ=environ, batch=BatchOptions(shutdown_timeout=0.2))
     try:
         exporter = handle._metric_exporter
         assert exporter is not None
@@ -153,7 +155,8 @@ def test_temporality_and_histogram_choices_come_from_the_environ_handed_in_not_o
         handle.shutdown(0.2)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
     handle = configure(environ={"OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
-                                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, shutdown_timeout=0.2)
+                                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
+                       batch=BatchOptions(shutdown_timeout=0.2))
     try:
         exporter = handle._metric_exporter
         assert exporter is not None

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import cafe
 from cafe.recording.format import Timing
-from cafe_otel import SequentialIdGenerator, configure, export_recording
+from cafe_otel import AdvancedOptions, SequentialIdGenerator, configure, export_recording
 from cafe_otel._offline.recording_export import calls_only_events, shift_events
 
 ORIGIN = 1_767_225_600_000_000_000
@@ -38,7 +38,8 @@ def _tree(spans: Sequence[ReadableSpan]) -> list[tuple]:
 
 
 def _handle(sink: InMemorySpanExporter):
-    return configure("cafe", exporter=sink, replay=True, id_generator=SequentialIdGenerator(), environ={})
+    return configure("cafe", exporter=sink, environ={},
+                     advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
 
 
 def _three_ways(tmp_path: Path, client, script, decisions) -> tuple[list, list, list]:
@@ -137,7 +138,8 @@ def test_export_carries_content_only_when_asked(tmp_path, capture):
     path = tmp_path / "shift.jsonl"
     cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]))
     sink = InMemorySpanExporter()
-    handle = configure("cafe", exporter=sink, replay=True, environ={}, capture_content=capture)
+    handle = configure("cafe", exporter=sink, environ={}, capture_content=capture,
+                       advanced=AdvancedOptions(replay=True))
     export_recording(path, handle.provider, capture_content=capture)
     handle.shutdown(2.0)
     text = repr([dict(s.attributes) for s in sink.get_finished_spans()])

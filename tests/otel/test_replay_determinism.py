@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import cafe
 from cafe.cli import main
-from cafe_otel import SequentialIdGenerator, configure, describe, diff, encode, export_recording
+from cafe_otel import AdvancedOptions, SequentialIdGenerator, configure, describe, diff, encode, export_recording
 from cafe_otel._cli.plugin import plugin
 
 from .conftest import SEED_DECISIONS
@@ -39,8 +39,8 @@ def replay_to_otlp(path: Path) -> bytes:
     """One replay under sequential ids, a fixed resource and the recording's timeline."""
     recording = cafe.load_recording(path)
     sink = InMemorySpanExporter()
-    handle = configure("cafe-replay", exporter=sink, replay=True, id_generator=SequentialIdGenerator(),
-                       environ={})
+    handle = configure("cafe-replay", exporter=sink, environ={},
+                       advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
     tracer = handle.tracer(cafe.TickClock(), origin_unix_nano=recording.header.clock_origin_unix_nano)
     run, _ = cafe.replay_shift(recording, tracer=tracer)
     assert run.stop_reason == "answered"
@@ -78,7 +78,8 @@ def test_a_replay_in_another_process_gives_the_same_bytes(recording, tmp_path):
 def test_the_diff_names_what_differs(recording):
     first = replay_to_otlp(recording)
     sink = InMemorySpanExporter()
-    handle = configure("cafe-replay", exporter=sink, replay=True, id_generator=SequentialIdGenerator(), environ={})
+    handle = configure("cafe-replay", exporter=sink, environ={},
+                       advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
     cafe.replay_shift(recording, tracer=handle.tracer(cafe.TickClock(step=2.0), origin_unix_nano=ORIGIN))
     handle.shutdown(2.0)
     other = encode(sink.get_finished_spans())
@@ -91,7 +92,8 @@ def test_the_diff_names_what_differs(recording):
 
 def _export(path, provider_sink=None) -> tuple[bytes, list]:
     sink = provider_sink or InMemorySpanExporter()
-    handle = configure("cafe-export", exporter=sink, replay=True, id_generator=SequentialIdGenerator(), environ={})
+    handle = configure("cafe-export", exporter=sink, environ={},
+                       advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
     count = export_recording(path, handle.provider)
     handle.shutdown(2.0)
     spans = list(sink.get_finished_spans())
@@ -179,7 +181,7 @@ def test_the_conversation_id_travels_from_the_recording_to_replays_and_exported_
     replayed, _ = cafe.replay_shift(path, responder=cafe.make_responder([]))
     assert replayed.conversation_id == "shift-7f3a"
     sink = InMemorySpanExporter()
-    handle = configure("cafe-export", exporter=sink, replay=True, environ={})
+    handle = configure("cafe-export", exporter=sink, environ={}, advanced=AdvancedOptions(replay=True))
     export_recording(path, handle.provider)
     handle.shutdown(2.0)
     genai = [s for s in sink.get_finished_spans()

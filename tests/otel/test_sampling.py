@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
 
 from cafe.cli import main
-from cafe_otel import TelemetryConfigError, configure
+from cafe_otel import AdvancedOptions, BatchOptions, MetricsOptions, TelemetryConfigError, configure
 from cafe_otel._cli.plugin import plugin
 from cafe_otel._config.sampling import SAMPLERS, sampler_from
 
@@ -56,7 +56,7 @@ def test_the_error_lists_only_samplers_that_are_built() -> None:
 
 def _shifts(environ: dict[str, str], count: int, **options: object) -> tuple[InMemorySpanExporter, object]:
     sink = InMemorySpanExporter()
-    handle = configure(exporter=sink, environ=environ, schedule_delay=0.05, **options)  # type: ignore[arg-type]
+    handle = configure(exporter=sink, environ=environ, **options, batch=BatchOptions(schedule_delay=0.05))  # type: ignore[arg-type]
     for _ in range(count):
         seed_shift(handle.tracer())
     assert handle.force_flush(5.0)
@@ -82,9 +82,10 @@ def test_a_ratio_keeps_or_leaves_out_each_shift_whole() -> None:
 
 
 def test_an_explicit_sampler_wins_over_the_environment() -> None:
-    sink, _ = _shifts({"OTEL_TRACES_SAMPLER": "always_on"}, 1, sampler=ALWAYS_OFF)
+    sink, _ = _shifts({"OTEL_TRACES_SAMPLER": "always_on"}, 1, advanced=AdvancedOptions(sampler=ALWAYS_OFF))
     assert sink.get_finished_spans() == ()
-    sink, _ = _shifts({"OTEL_TRACES_SAMPLER": "always_off"}, 1, sampler=TraceIdRatioBased(1.0))
+    sink, _ = _shifts({"OTEL_TRACES_SAMPLER": "always_off"}, 1,
+                      advanced=AdvancedOptions(sampler=TraceIdRatioBased(1.0)))
     assert sink.get_finished_spans()
 
 
@@ -104,7 +105,8 @@ def test_metrics_count_every_call_whatever_the_sampler() -> None:
             return None
 
     sink = InMemorySpanExporter()
-    handle = configure(exporter=sink, environ={"OTEL_TRACES_SAMPLER": "always_off"}, metric_exporter=Keeping())
+    handle = configure(exporter=sink, environ={"OTEL_TRACES_SAMPLER": "always_off"},
+                       metrics=MetricsOptions(exporter=Keeping()))
     run = seed_shift(handle.tracer())
     handle.shutdown(2.0)
     assert sink.get_finished_spans() == ()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from cafe.cli import main
-from cafe_otel import TelemetryConfigError, configure, resolve_settings
+from cafe_otel import BatchOptions, TelemetryConfigError, configure, resolve_settings
 from cafe_otel._config.settings import resolve_batch_settings
 
 from .conftest import closed_port
@@ -74,8 +74,8 @@ def test_a_batch_larger_than_its_queue_is_refused_whichever_way_it_is_given():
     ("shutdown_timeout", float("nan")), ("shutdown_timeout", -1), ("export_timeout", float("inf")),
 ])
 def test_configure_refuses_explicit_arguments_out_of_range(argument, value):
-    with pytest.raises(TelemetryConfigError, match=f"{argument} argument"):
-        configure(exporter=InMemorySpanExporter(), environ={}, **{argument: value})
+    with pytest.raises(TelemetryConfigError, match=rf"^BatchOptions\.{argument}: "):
+        configure(exporter=InMemorySpanExporter(), environ={}, batch=BatchOptions(**{argument: value}))
 
 
 @pytest.mark.parametrize("value", ["1", "yes", "disabled", "on"])
