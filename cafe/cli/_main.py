@@ -15,7 +15,7 @@ from typing import TextIO, cast
 from cafe.cli.arguments import attach_values
 from cafe.cli.commands import VersionAsked, build_parser
 from cafe.cli.plugins import PluginLoader, installed_plugins
-from cafe.cli.terminal import EscapingStream, one_line
+from cafe.cli.terminal import DEBUG_VARIABLE, EscapingStream, one_line
 from cafe.cli.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
 from cafe.errors import CafeError
 from cafe.loop import new_conversation_id
@@ -80,9 +80,9 @@ def _main(argv: Sequence[str] | None, environ: Mapping[str, str], escaping_out: 
         err.write(f"cafe: {one_line(error, 'interrupted')}\n")
         return EXIT_INTERRUPTED
     except Exception as error:
-        if environ.get("CAFE_DEBUG"):
+        if environ.get(DEBUG_VARIABLE):
             raise
         err.write(
-            f"cafe: internal error ({type(error).__name__}); set CAFE_DEBUG=1 for the traceback\n"
+            f"cafe: internal error ({type(error).__name__}); set {DEBUG_VARIABLE}=1 for the traceback\n"
         )
         return EXIT_INTERNAL

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from cafe import view
 from cafe.cli.arguments import parse_decision, read_script
 from cafe.cli.plugins import CliPlugin, TelemetrySession
-from cafe.cli.terminal import one_line
+from cafe.cli.terminal import DEBUG_VARIABLE, one_line
 from cafe.clients.base import ChatClient, secrets_of
 from cafe.clients.choose import get_client
 from cafe.consent import make_responder
@@ -132,7 +132,7 @@ def _write_report(page: str, recording: Recording, error: ReplayError, environ: 
         err.write(f"cafe: no mismatch report: {one_line(unwritable)}\n")
         return
     except Exception as failure:  # a page too large for memory, JSON nested past the stack
-        if environ.get("CAFE_DEBUG"):
+        if environ.get(DEBUG_VARIABLE):
             raise
         err.write(f"cafe: no mismatch report: {page}: the page could not be drawn ({type(failure).__name__})\n")
         return

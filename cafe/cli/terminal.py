@@ -9,6 +9,9 @@ import re
 import sys
 from typing import Any, TextIO
 
+# Set (to anything) to see an internal error's traceback instead of its one line.
+DEBUG_VARIABLE = "CAFE_DEBUG"
+
 # Control characters (terminal escape sequences, a carriage return, a bell) and lone
 # surrogates, which have no UTF-8 form: customer lines, model replies and file names carry
 # them, and printed raw they would drive the reader's terminal or fail the write.
