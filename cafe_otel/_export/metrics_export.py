@@ -25,12 +25,11 @@ from opentelemetry.sdk.resources import Resource
 
 from cafe.trace.failsoft import TIMEOUT, FailSoft
 from cafe_otel._config.metrics import MetricSettings
-from cafe_otel._config.settings import GRPC, display_endpoint
 from cafe_otel._export.account import REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
-from cafe_otel._export.attempts import AttemptLog, InFlight, watch_grpc_exporter, watch_http_session
+from cafe_otel._export.attempts import AttemptLog, InFlight
 from cafe_otel._export.failsoft import GRACE_SECONDS
-from cafe_otel._export.grpc_extra import grpc_exporter
-from cafe_otel._export.partial_success import RejectionCounter, refusal_status, rejected_count
+from cafe_otel._export.otlp import export_target
+from cafe_otel._export.partial_success import refusal_status, rejected_count
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.reader import MergingMetricReader
 from cafe_otel._privacy.resource import ResourceGuard
@@ -194,55 +193,6 @@ class FailSoftMetricExporter(MetricExporter):
                            timeout=self._bound(min(timeout_millis / 1000, self.export_timeout)))
 
 
-def build_otlp_metric_exporter(metric_settings: MetricSettings, rejections: RejectionCounter | None = None,
-                               attempts: AttemptLog | None = None) -> MetricExporter:
-    # Every argument is passed explicitly: the exporters read os.environ for any left None.
-    # Protocol, endpoint, headers, compression and TLS are the metrics' own (`MetricSettings.exporter`).
-    tls = metric_settings.tls
-    headers = metric_settings.headers  # lowercased and checked when resolved
-    if metric_settings.protocol == GRPC:
-        grpc, grpc_exporter_module = grpc_exporter("metric")
-        insecure = tls.grpc_insecure(metric_settings.endpoint)
-        exporter: MetricExporter = grpc_exporter_module.OTLPMetricExporter(
-            endpoint=metric_settings.endpoint,
-            insecure=insecure,
-            credentials=None if insecure else tls.grpc_credentials(),
-            headers=headers or None,
-            timeout=metric_settings.export_timeout,
-            compression=grpc.Compression.Gzip if metric_settings.compression == "gzip"
-            else grpc.Compression.NoCompression,
-            preferred_temporality=metric_settings.preferred_temporality(),
-            preferred_aggregation=metric_settings.preferred_aggregation(),
-        )
-        if attempts is not None:
-            watch_grpc_exporter(exporter, attempts)
-        return exporter
-    import requests
-    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
-
-    session = requests.Session()
-    certificate_file, client_key_file, client_certificate_file = tls.file_arguments()
-    exporter = HttpMetricExporter(
-        endpoint=metric_settings.endpoint,
-        certificate_file=certificate_file,
-        client_key_file=client_key_file,
-        client_certificate_file=client_certificate_file,
-        headers=headers,
-        timeout=metric_settings.export_timeout,
-        compression=HttpCompression.Gzip if metric_settings.compression == "gzip" else HttpCompression.NoCompression,
-        session=session,
-        preferred_temporality=metric_settings.preferred_temporality(),
-        preferred_aggregation=metric_settings.preferred_aggregation(),
-    )
-    tls.set_on(session)
-    if rejections is not None:
-        rejections.attach(session)
-    if attempts is not None:
-        watch_http_session(session, attempts)
-    return exporter
-
-
 def build_meter_provider(
     metric_settings: MetricSettings,
     *,
@@ -255,8 +205,7 @@ def build_meter_provider(
     refused: Callable[[], int | None] | None = None,
     attempts: AttemptLog | None = None,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
-    target = (f"{metric_settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
-              else type(inner).__name__)
+    target = export_target(metric_settings.exporter) if not explicit_exporter else type(inner).__name__
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
                                       target=target, rejected=rejected, refused=refused, attempts=attempts)
     reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
