@@ -46,7 +46,7 @@ from cafe_otel._export.account import (
 from cafe_otel._export.attempts import AttemptLog, InFlight
 from cafe_otel._export.failsoft import GRACE_SECONDS, export_succeeded
 from cafe_otel._export.partial_success import refusal_status, rejected_count
-from cafe_otel._export.processor_metrics import ProcessorMetrics
+from cafe_otel._export.processor_metrics import processor_metrics
 
 
 @dataclass
@@ -135,8 +135,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._stopping = False
         self._worker: threading.Thread | None = None
         self._in_flight: _Batch | None = None
-        self._metrics = (ProcessorMetrics(meter_provider, capacity=max_queue_size, queue_size=lambda: len(self._queue))
-                         if meter_provider is not None else None)
+        self._metrics = processor_metrics(meter_provider, capacity=max_queue_size, queue_size=lambda: len(self._queue))
 
     def _ensure_worker(self) -> None:
         # Started on first use, not in __init__: building a processor has no side effects.
@@ -154,13 +153,11 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         with self._cond:
             if self._stopping:
                 self.account.add_after_shutdown(1)
-                if self._metrics is not None:
-                    self._metrics.dropped(1, ALREADY_SHUTDOWN)
+                self._metrics.dropped(1, ALREADY_SHUTDOWN)
                 return
             if len(self._queue) >= self._max_queue:
                 self.account.add_queue_full(1)
-                if self._metrics is not None:
-                    self._metrics.dropped(1, QUEUE_FULL)
+                self._metrics.dropped(1, QUEUE_FULL)
                 return
             self._queue.append(span)
             self._ensure_worker()
@@ -179,7 +176,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             if batch is not None:
                 if self._prepare is not None:
                     spans = self._prepared(batch, spans, self._prepare)
-                if self._metrics is not None and spans:
+                if spans:
                     self._metrics.submitted(len(spans))
                 # What an earlier export's late answer reported belongs to no batch now.
                 self._rejected_count(0)
@@ -211,8 +208,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         if failures and batch.shrink(len(failures), self._settle_lock):
             for error_type in failures:
                 self.account.add_redaction_failed(f"sanitising a span raised {error_type}; span dropped")
-            if self._metrics is not None:
-                self._metrics.dropped(len(failures), REDACTION_FAILED)
+            self._metrics.dropped(len(failures), REDACTION_FAILED)
         elif failures:
             return []  # shutdown already counted the whole batch
         return clean
@@ -321,8 +317,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         why = f"shutdown's {bound:g}s bound ran out"
         if left:
             self.account.add_unflushed(left, f"{left} spans still queued when {why}")
-            if self._metrics is not None:
-                self._metrics.dropped(left, SHUTDOWN_TIMEOUT)
+            self._metrics.dropped(left, SHUTDOWN_TIMEOUT)
         if in_flight is not None and in_flight.settle(self._settle_lock):
             self._settle_in_flight(in_flight, why)
         # The exporter's own shutdown gets what is left of the bound; started even when none
