@@ -59,7 +59,6 @@ class FailSoftMetricExporter(MetricExporter):
         self.account = account
         self.export_timeout = export_timeout
         self._target = target
-        self._attempts = attempts
         self._boundary = ExportBoundary(export_timeout, attempts=attempts, name="cafe-otel-metrics")
         self._settler = Settler("metrics", account, target, rejected=rejected, refused=refused, attempts=attempts)
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
