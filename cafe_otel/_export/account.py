@@ -233,7 +233,7 @@ class TelemetryAccount:
             self._listener_errors += 1
             self._last_error = error
 
-    # The name the tracer's mirrors have reported under; the same count.
+    # The same count, under the name the summary line and the tracer's mirrors use.
     add_mirror_error = add_listener_error
 
     def add_withheld(self, field: str) -> None:
