@@ -58,16 +58,13 @@ from cafe_otel._config.settings import (
     GRPC,
     Settings,
     TelemetryConfigError,
-    display_endpoint,
     seconds_in_range,
 )
-from cafe_otel._config.signal import checked_headers
-from cafe_otel._config.tls import TlsSettings
 from cafe_otel._export.account import TelemetryAccount
-from cafe_otel._export.attempts import AttemptLog, watch_grpc_exporter, watch_http_session
+from cafe_otel._export.attempts import AttemptLog
 from cafe_otel._export.batch import BoundedBatchSpanProcessor
-from cafe_otel._export.grpc_extra import grpc_exporter
-from cafe_otel._export.metrics_export import FailSoftMetricExporter, build_meter_provider, build_otlp_metric_exporter
+from cafe_otel._export.metrics_export import FailSoftMetricExporter, build_meter_provider
+from cafe_otel._export.otlp import build_exporter, export_target
 from cafe_otel._export.partial_success import RejectionCounter
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
@@ -94,58 +91,6 @@ def build_resource(settings: Settings, *, replay: bool) -> Resource:
     if not replay:
         attributes.setdefault(sc.SERVICE_INSTANCE_ID, str(uuid.uuid4()))
     return Resource(attributes)
-
-
-def exporter_headers(headers: Mapping[str, str], protocol: str) -> dict[str, str]:
-    """Header keys lowercased and checked as resolution checks them (`checked_headers`)."""
-    return checked_headers(list(headers.items()), protocol, "the headers")
-
-
-def build_otlp_exporter(settings: Settings, tls: TlsSettings | None = None,
-                        rejections: RejectionCounter | None = None,
-                        attempts: AttemptLog | None = None) -> SpanExporter:
-    # Every argument is passed explicitly: the exporters read os.environ for any left None.
-    # `tls` is the traces' (`cafe_otel._config.tls`); none given: the settings' own.
-    # `rejections` reads each OTLP/HTTP answer for spans rejected in a 2xx (gRPC's exporter
-    # hands no answer back). `attempts` counts its attempts at the transport (`cafe_otel._export.attempts`).
-    tls = settings.tls if tls is None else tls
-    headers = exporter_headers(settings.headers, settings.protocol)
-    if settings.protocol == GRPC:
-        grpc, grpc_exporter_module = grpc_exporter("trace")
-        insecure = tls.grpc_insecure(settings.endpoint)
-        exporter: SpanExporter = grpc_exporter_module.OTLPSpanExporter(
-            endpoint=settings.endpoint,
-            insecure=insecure,
-            credentials=None if insecure else tls.grpc_credentials(),
-            headers=headers or None,
-            timeout=settings.export_timeout,
-            compression=grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression,
-        )
-        if attempts is not None:
-            watch_grpc_exporter(exporter, attempts)
-        return exporter
-    import requests
-    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-    session = requests.Session()
-    certificate_file, client_key_file, client_certificate_file = tls.file_arguments()
-    exporter = HttpExporter(
-        endpoint=settings.endpoint,
-        certificate_file=certificate_file,
-        client_key_file=client_key_file,
-        client_certificate_file=client_certificate_file,
-        headers=headers,
-        timeout=settings.export_timeout,
-        compression=HttpCompression.Gzip if settings.compression == "gzip" else HttpCompression.NoCompression,
-        session=session,
-    )
-    tls.set_on(session)
-    if rejections is not None:
-        rejections.attach(session)
-    if attempts is not None:
-        watch_http_session(session, attempts)
-    return exporter
 
 
 @dataclass
@@ -363,17 +308,16 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     if settings.disabled or config.sampler is None or config.span_limits is None:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=advanced.replay)
     exporter = config.exporter
-    rejections = (RejectionCounter("spans", on_unreadable=account.note_error)
+    rejections = (RejectionCounter("traces", on_unreadable=account.note_error)
                   if exporter is None and settings.protocol != GRPC else None)
     if config.console:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         exporter, rejections = ConsoleSpanExporter(), None
     attempts = AttemptLog() if exporter is None else None
-    inner = exporter if exporter is not None else build_otlp_exporter(
-        settings, settings.tls, rejections, attempts)
-    target = (f"{settings.protocol} {display_endpoint(settings.endpoint)}" if exporter is None
-              else type(exporter).__name__)
+    inner = exporter if exporter is not None else build_exporter(
+        "traces", settings.traces, rejections=rejections, attempts=attempts)
+    target = export_target(settings.traces) if exporter is None else type(exporter).__name__
     own_shapes = dict(config.shapes)
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
     allowlist = (sc.METADATA_ALLOWLIST | frozenset(own_shapes)
@@ -417,8 +361,11 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
                             if metric_exporter is None and metric_settings.protocol != GRPC else None)
         point_attempts = AttemptLog() if metric_exporter is None else None
-        inner_metrics = (metric_exporter if metric_exporter is not None else
-                         build_otlp_metric_exporter(metric_settings, point_rejections, point_attempts))
+        inner_metrics = (metric_exporter if metric_exporter is not None else build_exporter(
+            "metrics", metric_settings.exporter, timeout=metric_settings.export_timeout,
+            preferred_temporality=metric_settings.preferred_temporality(),
+            preferred_aggregation=metric_settings.preferred_aggregation(),
+            rejections=point_rejections, attempts=point_attempts))
         ours = InProcessMetrics(our_scope())
         handle.meter_provider, handle._metric_exporter = build_meter_provider(
             metric_settings, resource=provider.resource, account=account, inner=inner_metrics,

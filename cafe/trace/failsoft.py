@@ -6,12 +6,12 @@ the message of a connection error or a listener's KeyError may quote customer te
 secret-bearing URL, and a report is made to be logged. `cafe.trace.export_fail_soft`, the
 tracer's listener isolation and `cafe_otel`'s exporter boundary all report through here.
 
-Two shapes of the same boundary: `fail_soft(call)` runs a call on the caller's thread (a
-listener, the lesson's `export()`), and `FailSoft.call(fn, ...)` bounds it in time too: it
-runs `fn` on a worker thread and waits at most its timeout, returning an `Outcome` (the
-value, or a short, low-cardinality cause), never an exception. With `exclusive=True` at
-most one call is in flight: while one is hung, the next returns `busy` at once instead of
-starting a second thread (a dead collector must not pile up threads).
+One boundary, `attempt(fn)`, in two shapes: `fail_soft(call)` attempts a call on the
+caller's thread (a listener, the lesson's `export()`), and `FailSoft.call(fn, ...)` bounds it
+in time too: it attempts `fn` on a worker thread and waits at most its timeout, returning an
+`Outcome` (the value, or a short, low-cardinality cause), never an exception. With
+`exclusive=True` at most one call is in flight: while one is hung, the next returns `busy` at
+once instead of starting a second thread (a dead collector must not pile up threads).
 """
 
 from __future__ import annotations
@@ -38,11 +38,8 @@ def report_failure(error: BaseException, where: str = "") -> FailureReport:
 def fail_soft(call: Callable[[], object], where: str = "") -> FailureReport | None:
     """Run `call`; None when it returned, a report when it raised an `Exception`.
     (KeyboardInterrupt and SystemExit still propagate: they are the user's, not a fault.)"""
-    try:
-        call()
-    except Exception as error:  # the boundary: every failure is reported, not raised
-        return report_failure(error, where)
-    return None
+    outcome = attempt(call)
+    return None if outcome.error_type is None else FailureReport(outcome.error_type, where)
 
 
 # error.type values (low cardinality, as the SDK's self-observability metrics want them);
@@ -65,7 +62,22 @@ class Outcome:
         return self.error_type is None
 
 
+def attempt(fn: Callable[..., Any], *args: Any) -> Outcome:
+    """`fn(*args)` on this thread: its value, or the `Exception` it raised named by class."""
+    try:
+        return Outcome(value=fn(*args))
+    except Exception as error:  # the boundary: every failure is reported, not raised
+        return _failed(error)
+
+
+def _failed(error: BaseException) -> Outcome:
+    return Outcome(error_type=report_failure(error).error_class, why=f"raised {type(error).__name__}")
+
+
 class FailSoft:
+    """Calls bounded in time: each runs on a worker thread of its own and is waited for at
+    most `timeout` seconds (see the module's text)."""
+
     def __init__(self, timeout: float, *, exclusive: bool = True, name: str = "cafe-otel-call") -> None:
         if not 0 < timeout <= threading.TIMEOUT_MAX:
             raise ValueError("timeout must be a positive, finite number of seconds")
@@ -94,10 +106,9 @@ class FailSoft:
 
         def run() -> None:
             try:
-                box.append(Outcome(value=fn(*args)))
-            except BaseException as error:  # the boundary: whatever the callee does
-                box.append(Outcome(error_type=report_failure(error).error_class,
-                                   why=f"raised {type(error).__name__}"))
+                box.append(attempt(fn, *args))
+            except BaseException as error:  # on a worker thread even SystemExit is the callee's
+                box.append(_failed(error))
             finally:
                 ended.set()
 

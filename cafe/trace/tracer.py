@@ -361,6 +361,9 @@ class Tracer:
         return self.tree.render() if self.tree is not None else ""
 
     def export(self) -> Any:
+        """The lesson's way out: the tree as plain data to `exporter`, raising what it raises
+        (`cafe.trace.export_fail_soft` names the failure instead). Listeners are the way out
+        for anything new: they hear each event as it happens (`cafe.trace.export`)."""
         if self._exporter is None:
             return None
         return self._exporter([root.as_dict() for root in self.roots])

@@ -1,28 +1,30 @@
 """The telemetry account: what was shipped and what was lost, and why.
 
-Every place that can lose a span counts it here, so the report at exit is honest. The
-last error is a short text of our own making (operation, exporter class, endpoint,
-exception class): never an exception message that could echo span content.
+Every place that can lose a span or a metric data point counts it here, so the report at
+exit is honest. The last error is a short text of our own making (operation, exporter class,
+endpoint, exception class): never an exception message that could echo span content.
 
-The counts line up with the SDK's own self-observability metrics (semconv `otel.sdk.*`):
-a span lost before it reached the exporter is `otel.sdk.processor.span.processed` with an
-`error.type` (`queue_full` and `already_shutdown` are the SDK's values; `shutdown_timeout`
-and `redaction_failed` are ours); an export's outcome is `otel.sdk.exporter.span.exported`,
-without `error.type` when delivered, else with its cause (`timeout`, `busy`, `failure`,
-`already_shutdown` or the exception's class name, as the SDK's exporters name it; `rejected`
-for what a receiver reported rejected in a 2xx answer, as the conventions ask).
-A metric export's outcome is `otel.sdk.exporter.metric_data_point.exported`, counted in
-data points (a cumulative point goes out again at every export), with the same causes.
-`points()` gives them under those names.
+The counts are kept under one key, `(signal, stage, error_type)`, the shape of the SDK's own
+self-observability metrics (semconv `otel.sdk.*`), so `points()` reads them as they are:
+- stage `processed`: a span lost before it reached the exporter,
+  `otel.sdk.processor.span.processed` with an `error.type` (`queue_full` and
+  `already_shutdown` are the SDK's values; `shutdown_timeout` and `redaction_failed` ours);
+- stage `exported`: an export's outcome, `otel.sdk.exporter.span.exported` (and
+  `otel.sdk.exporter.metric_data_point.exported`, counted in data points: a cumulative point
+  goes out again at every export), without `error.type` when delivered, else with its cause
+  (`timeout`, `busy`, `failure`, `already_shutdown` or the exception's class name, as the
+  SDK's exporters name it; `rejected` for what a receiver reported rejected in a 2xx answer,
+  as the conventions ask);
+- stage `inflight`: `unconfirmed`, as the SDK's `otel.sdk.exporter.span.inflight` (and
+  `...metric_data_point.inflight`) counts what was handed to the exporter and has no outcome yet.
 
 Three outcomes, never two. An export still in flight when shutdown's bound ran out is
-settled by its attempts at the transport (`cafe_otel._export.attempts`):
+settled by its attempts at the transport (`cafe_otel._export.attempts`, through the one
+settle step in `cafe_otel._export.settle`):
 - `unconfirmed`, neither delivered nor lost, when a receiver may yet store all of it: an
   attempt was sent and not answered, or one ended without saying whether it arrived (a
   timeout after sending, a connection dropped mid-answer), or nothing could be seen at the
-  transport (an exporter of the caller's own). It is counted as the SDK's
-  `otel.sdk.exporter.span.inflight` (and `...metric_data_point.inflight`) counts what was
-  handed to the exporter and has no outcome yet;
+  transport (an exporter of the caller's own);
 - dropped, as export failed under the last failure's kind (`ConnectionError`,
   `UNAVAILABLE`, an HTTP status), when no attempt was out and every one ended before
   reaching a receiver or was refused by it: the exporter was only waiting to retry, and no
@@ -35,7 +37,11 @@ settled by its attempts at the transport (`cafe_otel._export.attempts`):
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from cafe_otel._config.variables import Signal
 
 PROCESSOR_SPAN_PROCESSED = "otel.sdk.processor.span.processed"
 EXPORTER_SPAN_EXPORTED = "otel.sdk.exporter.span.exported"
@@ -50,6 +56,24 @@ REDACTION_FAILED = "redaction_failed"
 FAILURE = "failure"  # the exporter returned FAILURE and said no more
 REJECTED = "rejected"  # the receiver took the request but rejected these (OTLP partial success)
 
+Stage = Literal["processed", "exported", "inflight"]
+PROCESSED: Stage = "processed"  # lost before the exporter saw it (always with an error type)
+EXPORTED: Stage = "exported"  # an export's outcome: delivered (no error type) or lost for one
+INFLIGHT: Stage = "inflight"  # handed to an export that had no outcome when the wait ended
+Key = tuple[Signal, Stage, str | None]
+
+# The SDK's self-observability metric of each signal and stage; a metric export has no
+# processor stage (the reader hands every point to the exporter).
+METRIC_NAMES: Mapping[tuple[Signal, Stage], str] = {
+    ("traces", PROCESSED): PROCESSOR_SPAN_PROCESSED,
+    ("traces", EXPORTED): EXPORTER_SPAN_EXPORTED,
+    ("traces", INFLIGHT): EXPORTER_SPAN_INFLIGHT,
+    ("metrics", EXPORTED): EXPORTER_METRIC_POINTS_EXPORTED,
+    ("metrics", INFLIGHT): EXPORTER_METRIC_POINTS_INFLIGHT,
+}
+# The order the processor's causes are listed in, here and in the summary.
+PROCESSOR_CAUSES = (QUEUE_FULL, ALREADY_SHUTDOWN, SHUTDOWN_TIMEOUT, REDACTION_FAILED)
+
 
 @dataclass(frozen=True)
 class Point:
@@ -62,69 +86,118 @@ class Point:
 
 @dataclass(frozen=True)
 class AccountSnapshot:
-    exported: int
-    dropped_export_failed: int
-    dropped_queue_full: int
-    dropped_redaction_failed: int
-    dropped_unflushed: int
-    mirror_errors: int
-    last_error: str | None
-    dropped_after_shutdown: int = 0
-    export_failed_by_type: dict[str, int] = field(default_factory=dict)
+    """The account at one moment: every count under its `(signal, stage, error_type)` key."""
+
+    counts: Mapping[Key, int]
+    listener_errors: int = 0  # listeners (the span and metrics mirrors of the tracer) that raised
+    last_error: str | None = None
     metrics_enabled: bool = False
-    metric_points_exported: int = 0
-    metric_points_dropped_by_type: dict[str, int] = field(default_factory=dict)
-    unconfirmed: int = 0  # spans whose export had no answer yet when shutdown's bound ran out
-    metric_points_unconfirmed: int = 0
+
+    def count(self, signal: Signal, stage: Stage, error_type: str | None = None) -> int:
+        return self.counts.get((signal, stage, error_type), 0)
+
+    def by_type(self, signal: Signal, stage: Stage) -> dict[str, int]:
+        """The signal's losses at `stage`, by error type."""
+        return {kind: n for (found, at, kind), n in self.counts.items()
+                if found == signal and at == stage and kind is not None}
+
+    def lost(self, signal: Signal) -> int:
+        return sum(n for (found, stage, kind), n in self.counts.items()
+                   if found == signal and stage != INFLIGHT and kind is not None)
 
     @property
-    def metric_points_dropped(self) -> int:
-        return sum(self.metric_points_dropped_by_type.values())
+    def exported(self) -> int:
+        return self.count("traces", EXPORTED)
+
+    @property
+    def export_failed_by_type(self) -> dict[str, int]:
+        return self.by_type("traces", EXPORTED)
+
+    @property
+    def dropped_export_failed(self) -> int:
+        return sum(self.export_failed_by_type.values())
+
+    @property
+    def dropped_queue_full(self) -> int:
+        return self.count("traces", PROCESSED, QUEUE_FULL)
+
+    @property
+    def dropped_after_shutdown(self) -> int:
+        return self.count("traces", PROCESSED, ALREADY_SHUTDOWN)
+
+    @property
+    def dropped_unflushed(self) -> int:
+        return self.count("traces", PROCESSED, SHUTDOWN_TIMEOUT)
+
+    @property
+    def dropped_redaction_failed(self) -> int:
+        return self.count("traces", PROCESSED, REDACTION_FAILED)
 
     @property
     def dropped(self) -> int:
-        return (self.dropped_export_failed + self.dropped_queue_full + self.dropped_redaction_failed
-                + self.dropped_unflushed + self.dropped_after_shutdown)
+        return self.lost("traces")
+
+    @property
+    def unconfirmed(self) -> int:
+        """Spans whose export had no answer yet when shutdown's bound ran out."""
+        return self.count("traces", INFLIGHT)
+
+    @property
+    def metric_points_exported(self) -> int:
+        return self.count("metrics", EXPORTED)
+
+    @property
+    def metric_points_dropped_by_type(self) -> dict[str, int]:
+        return self.by_type("metrics", EXPORTED)
+
+    @property
+    def metric_points_dropped(self) -> int:
+        return self.lost("metrics")
+
+    @property
+    def metric_points_unconfirmed(self) -> int:
+        return self.count("metrics", INFLIGHT)
+
+    @property
+    def mirror_errors(self) -> int:
+        """`listener_errors` under the name the summary line uses."""
+        return self.listener_errors
 
     def points(self) -> list[Point]:
-        found = [Point(EXPORTER_SPAN_EXPORTED, None, self.exported)]
-        found += [Point(EXPORTER_SPAN_EXPORTED, kind, n) for kind, n in sorted(self.export_failed_by_type.items())]
-        found += [Point(PROCESSOR_SPAN_PROCESSED, kind, n) for kind, n in (
-            (QUEUE_FULL, self.dropped_queue_full), (ALREADY_SHUTDOWN, self.dropped_after_shutdown),
-            (SHUTDOWN_TIMEOUT, self.dropped_unflushed), (REDACTION_FAILED, self.dropped_redaction_failed),
-        ) if n]
-        if self.unconfirmed:
-            found.append(Point(EXPORTER_SPAN_INFLIGHT, None, self.unconfirmed))
+        found = self._signal_points("traces")
         if self.metrics_enabled:
-            found.append(Point(EXPORTER_METRIC_POINTS_EXPORTED, None, self.metric_points_exported))
-            found += [Point(EXPORTER_METRIC_POINTS_EXPORTED, kind, n)
-                      for kind, n in sorted(self.metric_points_dropped_by_type.items())]
-            if self.metric_points_unconfirmed:
-                found.append(Point(EXPORTER_METRIC_POINTS_INFLIGHT, None, self.metric_points_unconfirmed))
+            found += self._signal_points("metrics")
+        return found
+
+    def _signal_points(self, signal: Signal) -> list[Point]:
+        exported = METRIC_NAMES[(signal, EXPORTED)]
+        found = [Point(exported, None, self.count(signal, EXPORTED))]
+        found += [Point(exported, kind, n) for kind, n in sorted(self.by_type(signal, EXPORTED).items())]
+        processed = METRIC_NAMES.get((signal, PROCESSED))
+        if processed is not None:
+            found += [Point(processed, kind, n) for kind, n in _in_cause_order(self.by_type(signal, PROCESSED))]
+        if self.count(signal, INFLIGHT):
+            found.append(Point(METRIC_NAMES[(signal, INFLIGHT)], None, self.count(signal, INFLIGHT)))
         return found
 
 
+def _in_cause_order(lost: dict[str, int]) -> list[tuple[str, int]]:
+    known = [(kind, lost[kind]) for kind in PROCESSOR_CAUSES if lost.get(kind)]
+    return known + sorted((kind, n) for kind, n in lost.items() if kind not in PROCESSOR_CAUSES and n)
+
+
 class TelemetryAccount:
-    """Thread-safe counters; the exporter thread, the application thread and shutdown all
-    write here."""
+    """Thread-safe counters; the exporter threads, the application thread and shutdown all
+    write here, through `add` (or its shorthands for the places that lose a span)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._exported = 0
-        self._export_failed: dict[str, int] = {}
-        self._queue_full = 0
-        self._after_shutdown = 0
-        self._redaction_failed = 0
-        self._unflushed = 0
-        self._mirror_errors = 0
+        self._counts: dict[Key, int] = {}
+        self._listener_errors = 0
         self._last_error: str | None = None
         self._last_note: str | None = None
         self._withheld: dict[str, int] = {}
         self._metrics_enabled = False
-        self._metric_points_exported = 0
-        self._metric_points_dropped: dict[str, int] = {}
-        self._unconfirmed = 0
-        self._metric_points_unconfirmed = 0
         self._unconfirmed_why: str | None = None
 
     def enable_metrics(self) -> None:
@@ -132,64 +205,36 @@ class TelemetryAccount:
         with self._lock:
             self._metrics_enabled = True
 
-    def add_metric_points_exported(self, count: int) -> None:
+    def add(self, signal: Signal, stage: Stage, count: int, error_type: str | None = None,
+            why: str | None = None) -> None:
+        """Count `count` items of `signal` at `stage`: delivered (`error_type` None, stage
+        `exported`), lost for `error_type`, or unconfirmed (stage `inflight`). `why` is a short
+        text of ours: the last error for a loss, the reason it is unknown for unconfirmed."""
         with self._lock:
-            self._metric_points_exported += count
-
-    def add_metric_points_dropped(self, count: int, error: str, error_type: str = FAILURE) -> None:
-        with self._lock:
-            self._metric_points_dropped[error_type] = self._metric_points_dropped.get(error_type, 0) + count
-            self._last_error = error
-
-    def add_unconfirmed(self, count: int, why: str) -> None:
-        """Spans handed to an export that had not answered when the wait for it ended:
-        neither delivered nor lost. `why` is a short text of ours (the bound that ran out)."""
-        with self._lock:
-            self._unconfirmed += count
-            self._unconfirmed_why = why
-
-    def add_metric_points_unconfirmed(self, count: int, why: str) -> None:
-        with self._lock:
-            self._metric_points_unconfirmed += count
-            self._unconfirmed_why = why
-
-    @property
-    def unconfirmed(self) -> int:
-        return self.snapshot().unconfirmed
-
-    def add_exported(self, count: int) -> None:
-        with self._lock:
-            self._exported += count
+            key = (signal, stage, error_type)
+            self._counts[key] = self._counts.get(key, 0) + count
+            if why is not None and stage == INFLIGHT:
+                self._unconfirmed_why = why
+            elif why is not None:
+                self._last_error = why
 
     def add_export_failed(self, count: int, error: str, error_type: str = FAILURE) -> None:
-        with self._lock:
-            self._export_failed[error_type] = self._export_failed.get(error_type, 0) + count
-            self._last_error = error
-
-    def add_queue_full(self, count: int = 1) -> None:
-        with self._lock:
-            self._queue_full += count
-            self._last_error = "span queue full: spans dropped before export"
-
-    def add_after_shutdown(self, count: int = 1) -> None:
-        with self._lock:
-            self._after_shutdown += count
-            self._last_error = "span ended after telemetry shutdown; dropped"
+        """Spans lost in or after the export (the processors' shorthand)."""
+        self.add("traces", EXPORTED, count, error_type, error)
 
     def add_redaction_failed(self, error: str) -> None:
+        """One span the metadata-only check could not check, dropped (it fails closed)."""
+        self.add("traces", PROCESSED, 1, REDACTION_FAILED, error)
+
+    def add_listener_error(self, error: str) -> None:
+        """A listener (the tracer's span or metrics mirror, the metrics reader) raised; the
+        shift went on."""
         with self._lock:
-            self._redaction_failed += 1
+            self._listener_errors += 1
             self._last_error = error
 
-    def add_unflushed(self, count: int, error: str) -> None:
-        with self._lock:
-            self._unflushed += count
-            self._last_error = error
-
-    def add_mirror_error(self, error: str) -> None:
-        with self._lock:
-            self._mirror_errors += 1
-            self._last_error = error
+    # The same count, under the name the summary line and the tracer's mirrors use.
+    add_mirror_error = add_listener_error
 
     def add_withheld(self, field: str) -> None:
         """A value that did not fit its declared shape was withheld from a span (the span
@@ -203,19 +248,15 @@ class TelemetryAccount:
             return dict(self._withheld)
 
     def note_error(self, error: str) -> None:
-        """A failure that lost no span (a flush or shutdown that did not answer): kept
+        """A failure that lost nothing (a flush or shutdown that did not answer): kept
         apart so that it does not hide the error that did lose spans."""
         with self._lock:
             self._last_note = error
 
     def snapshot(self) -> AccountSnapshot:
         with self._lock:
-            return AccountSnapshot(self._exported, sum(self._export_failed.values()), self._queue_full,
-                                   self._redaction_failed, self._unflushed, self._mirror_errors,
-                                   self._last_error, self._after_shutdown, dict(self._export_failed),
-                                   self._metrics_enabled, self._metric_points_exported,
-                                   dict(self._metric_points_dropped), self._unconfirmed,
-                                   self._metric_points_unconfirmed)
+            return AccountSnapshot(dict(self._counts), self._listener_errors, self._last_error,
+                                   self._metrics_enabled)
 
     def points(self) -> list[Point]:
         """The counts under the SDK's self-observability metric names and error types."""
@@ -224,6 +265,10 @@ class TelemetryAccount:
     @property
     def exported(self) -> int:
         return self.snapshot().exported
+
+    @property
+    def unconfirmed(self) -> int:
+        return self.snapshot().unconfirmed
 
     @property
     def dropped_export_failed(self) -> int:
@@ -274,8 +319,8 @@ class TelemetryAccount:
         ) if n]
         if reasons:
             line += " (" + ", ".join(reasons) + ")"
-        if s.mirror_errors:
-            line += f", {s.mirror_errors} mirror errors"
+        if s.listener_errors:
+            line += f", {s.listener_errors} mirror errors"
         withheld = sum(self.withheld.values())
         if withheld:
             line += f", {withheld} values withheld (not metadata-shaped)"
@@ -285,7 +330,7 @@ class TelemetryAccount:
                 line += f", {s.metric_points_unconfirmed} unconfirmed"
         if unconfirmed_why and (s.unconfirmed or s.metric_points_unconfirmed):
             line += f" (unconfirmed: {unconfirmed_why})"
-        if s.last_error and (s.dropped or s.mirror_errors or s.metric_points_dropped):
+        if s.last_error and (s.dropped or s.listener_errors or s.metric_points_dropped):
             line += f"; last error: {s.last_error}"
         elif note:
             line += f"; note: {note}"

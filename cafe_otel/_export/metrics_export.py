@@ -23,14 +23,13 @@ from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
 from opentelemetry.sdk.resources import Resource
 
-from cafe.trace.failsoft import TIMEOUT, FailSoft
+from cafe.trace.failsoft import TIMEOUT
 from cafe_otel._config.metrics import MetricSettings
-from cafe_otel._config.settings import GRPC, display_endpoint
-from cafe_otel._export.account import REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
-from cafe_otel._export.attempts import AttemptLog, InFlight, watch_grpc_exporter, watch_http_session
-from cafe_otel._export.failsoft import GRACE_SECONDS
-from cafe_otel._export.grpc_extra import grpc_exporter
-from cafe_otel._export.partial_success import RejectionCounter, refusal_status, rejected_count
+from cafe_otel._export.account import TelemetryAccount
+from cafe_otel._export.attempts import AttemptLog, InFlight
+from cafe_otel._export.failsoft import GRACE_SECONDS, ExportBoundary
+from cafe_otel._export.otlp import export_target
+from cafe_otel._export.settle import Settler
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.reader import MergingMetricReader
 from cafe_otel._privacy.resource import ResourceGuard
@@ -46,24 +45,22 @@ def count_points(data: MetricsData) -> int:
 
 
 class FailSoftMetricExporter(MetricExporter):
+    """A `MetricExporter` that never raises and never outlasts its bound, wrapping any other,
+    and settles every data point handed to it in `account` (the settle step the spans' batch
+    processor uses, `cafe_otel._export.settle`)."""
+
     def __init__(self, inner: MetricExporter, *, account: TelemetryAccount, export_timeout: float,
                  target: str = "metrics exporter", rejected: Callable[[], int] | None = None,
                  refused: Callable[[], int | None] | None = None, attempts: AttemptLog | None = None) -> None:
-        # `rejected`: after an export the exporter called a success, how many of its points
-        # the receiver rejected (OTLP partial success, `cafe_otel._export.partial_success`); `refused`:
-        # the status of an answer that was not 2xx (a redirect), when the exporter called it a success;
-        # `attempts`: the inner exporter's attempts at the transport.
+        # `rejected`, `refused` and `attempts` are the settle step's (`Settler`).
         super().__init__(preferred_temporality=inner._preferred_temporality,
                          preferred_aggregation=inner._preferred_aggregation)
         self.inner = inner
         self.account = account
         self.export_timeout = export_timeout
         self._target = target
-        self._rejected = rejected
-        self._refused = refused
-        self._attempts = attempts
-        self._exports = FailSoft(export_timeout + GRACE_SECONDS, name="cafe-otel-metrics-export")
-        self._control = FailSoft(export_timeout, exclusive=False, name="cafe-otel-metrics-control")
+        self._boundary = ExportBoundary(export_timeout, attempts=attempts, name="cafe-otel-metrics")
+        self._settler = Settler("metrics", account, target, rejected=rejected, refused=refused, attempts=attempts)
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
         self._settled = threading.Condition()
         self._in_flight = 0
@@ -116,131 +113,31 @@ class FailSoftMetricExporter(MetricExporter):
         # spans' exporter does); under a deadline, the deadline is the bound for both.
         inner_bound, wait = ((wanted, wanted + GRACE_SECONDS) if self._deadline is None
                              else (self._bound(wanted), self._bound(wanted)))
-        # What an earlier export's late answer reported belongs to no export now.
-        self._rejected_count(0)
-        self._refusal()
-        outcome = self._exports.call(
-            lambda: self._attempted(lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000)),
-            timeout=wait)
-        succeeded = outcome.ok and outcome.value is MetricExportResult.SUCCESS
-        refusal = self._refusal() if succeeded else None
-        if refusal is not None:
-            self.account.add_metric_points_dropped(
-                points, f"metrics export to {self._target}: the receiver answered {refusal}, not 2xx; "
-                        "nothing was delivered", str(refusal))
-            return MetricExportResult.FAILURE
+        pending = self._settler.pending(points)
+        self._settler.forget_stale()
+        outcome = self._boundary.export(
+            lambda: self.inner.export(metrics_data, timeout_millis=inner_bound * 1000), timeout=wait)
         if outcome.error_type == TIMEOUT and self._deadline is not None and wait < wanted:
             # Cut short by shutdown's deadline, not by the export's own bound.
-            if self._settle_in_flight(points) is not InFlight.DELIVERED:
-                return MetricExportResult.FAILURE
-            succeeded = True
-        if succeeded:
-            rejected = self._rejected_count(points)
-            self.account.add_metric_points_exported(points - rejected)
-            if rejected:
-                self.account.add_metric_points_dropped(
-                    rejected, f"metrics export to {self._target}: the receiver took the request but rejected "
-                              f"{rejected} of its {points} data points (OTLP partial success)", REJECTED)
-            return MetricExportResult.SUCCESS
-        cause = outcome.error_type or "failure"
-        self.account.add_metric_points_dropped(
-            points, f"metrics export to {self._target}: {outcome.why or 'the exporter returned FAILURE'}", cause)
-        return MetricExportResult.FAILURE
-
-    def _attempted(self, export: Callable[[], MetricExportResult]) -> MetricExportResult:
-        # On the thread that runs the export, so an export not attempted (busy) counts none.
-        if self._attempts is not None:
-            self._attempts.start_export()
-        return export()
-
-    def _settle_in_flight(self, points: int) -> InFlight:
-        """Count an export that has not returned by shutdown's deadline by what its attempts
-        say; `DELIVERED` is left to the caller, to count as a success."""
-        why = "shutdown's bound ran out"
-        if self._attempts is None or not self._attempts.attached:  # nothing seen: no answer is not a loss
-            self.account.add_metric_points_unconfirmed(
-                points, f"a metrics export to {self._target} was still in flight when {why}")
-            return InFlight.UNCONFIRMED
-        attempts = self._attempts.withdraw()  # no attempt of it leaves after this verdict
-        verdict = attempts.in_flight()
-        if verdict is InFlight.DROPPED and attempts.last is not None:
-            self.account.add_metric_points_dropped(
-                points, f"metrics export to {self._target}: not delivered before exit; every attempt failed "
-                        f"before reaching a receiver (last: {attempts.last.kind}) and the exporter was waiting "
-                        f"to retry when {why}", attempts.last.kind)
-        elif verdict is InFlight.UNSENT:
-            self.account.add_metric_points_dropped(
-                points, f"metrics export to {self._target}: not sent before exit; no attempt had started when "
-                        f"{why}", SHUTDOWN_TIMEOUT)
-        elif verdict is InFlight.UNCONFIRMED:
-            self.account.add_metric_points_unconfirmed(
-                points, f"a metrics export to {self._target} was still in flight when {why}: "
-                        f"{attempts.why_unconfirmed()}")
-        return verdict
-
-    def _rejected_count(self, sent: int) -> int:
-        return rejected_count(self._rejected, sent, self.account.note_error, f"metrics export to {self._target}")
-
-    def _refusal(self) -> int | None:
-        return refusal_status(self._refused, self.account.note_error, f"metrics export to {self._target}")
+            verdict = self._settler.settle_in_flight(pending, "shutdown's bound ran out")
+            return MetricExportResult.SUCCESS if verdict is InFlight.DELIVERED else MetricExportResult.FAILURE
+        delivered = self._settler.settle(pending, outcome, waited=wanted)
+        return MetricExportResult.SUCCESS if delivered else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        outcome = self._control.call(lambda: self.inner.force_flush(timeout_millis),
-                                     timeout=self._bound(timeout_millis / 1000))
+        outcome = self._boundary.control(lambda: self.inner.force_flush(timeout_millis),
+                                         timeout=self._bound(timeout_millis / 1000))
+        if not outcome.ok:
+            self.account.note_error(f"force_flush of {self._target}: {outcome.why}")
         return outcome.ok and outcome.value is not False
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
-        self._control.call(lambda: self.inner.shutdown(timeout_millis=timeout_millis),
-                           timeout=self._bound(min(timeout_millis / 1000, self.export_timeout)))
-
-
-def build_otlp_metric_exporter(metric_settings: MetricSettings, rejections: RejectionCounter | None = None,
-                               attempts: AttemptLog | None = None) -> MetricExporter:
-    # Every argument is passed explicitly: the exporters read os.environ for any left None.
-    # Protocol, endpoint, headers, compression and TLS are the metrics' own (`MetricSettings.exporter`).
-    tls = metric_settings.tls
-    headers = metric_settings.headers  # lowercased and checked when resolved
-    if metric_settings.protocol == GRPC:
-        grpc, grpc_exporter_module = grpc_exporter("metric")
-        insecure = tls.grpc_insecure(metric_settings.endpoint)
-        exporter: MetricExporter = grpc_exporter_module.OTLPMetricExporter(
-            endpoint=metric_settings.endpoint,
-            insecure=insecure,
-            credentials=None if insecure else tls.grpc_credentials(),
-            headers=headers or None,
-            timeout=metric_settings.export_timeout,
-            compression=grpc.Compression.Gzip if metric_settings.compression == "gzip"
-            else grpc.Compression.NoCompression,
-            preferred_temporality=metric_settings.preferred_temporality(),
-            preferred_aggregation=metric_settings.preferred_aggregation(),
-        )
-        if attempts is not None:
-            watch_grpc_exporter(exporter, attempts)
-        return exporter
-    import requests
-    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
-
-    session = requests.Session()
-    certificate_file, client_key_file, client_certificate_file = tls.file_arguments()
-    exporter = HttpMetricExporter(
-        endpoint=metric_settings.endpoint,
-        certificate_file=certificate_file,
-        client_key_file=client_key_file,
-        client_certificate_file=client_certificate_file,
-        headers=headers,
-        timeout=metric_settings.export_timeout,
-        compression=HttpCompression.Gzip if metric_settings.compression == "gzip" else HttpCompression.NoCompression,
-        session=session,
-        preferred_temporality=metric_settings.preferred_temporality(),
-        preferred_aggregation=metric_settings.preferred_aggregation(),
-    )
-    tls.set_on(session)
-    if rejections is not None:
-        rejections.attach(session)
-    if attempts is not None:
-        watch_http_session(session, attempts)
-    return exporter
+        if not self._boundary.close():
+            return
+        outcome = self._boundary.control(lambda: self.inner.shutdown(timeout_millis=timeout_millis),
+                                         timeout=self._bound(min(timeout_millis / 1000, self.export_timeout)))
+        if not outcome.ok:
+            self.account.note_error(f"shutdown of {self._target}: {outcome.why}")
 
 
 def build_meter_provider(
@@ -255,13 +152,12 @@ def build_meter_provider(
     refused: Callable[[], int | None] | None = None,
     attempts: AttemptLog | None = None,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
-    target = (f"{metric_settings.protocol} {display_endpoint(metric_settings.endpoint)}" if not explicit_exporter
-              else type(inner).__name__)
+    target = export_target(metric_settings.exporter) if not explicit_exporter else type(inner).__name__
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
                                       target=target, rejected=rejected, refused=refused, attempts=attempts)
     reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
                                  export_timeout=metric_settings.export_timeout,
-                                 on_failure=lambda report: account.add_mirror_error(str(report)))
+                                 on_failure=lambda report: account.add_listener_error(str(report)))
     provider = MeterProvider(
         metric_readers=[reader],
         resource=resource,

@@ -25,15 +25,16 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-Signal = Literal["spans", "metrics"]
+from cafe_otel._config.variables import Signal
+
 # The protobuf message, its counter's field name, and the same in OTLP/JSON.
-_ANSWERS: dict[str, tuple[Any, str, str]] = {
-    "spans": (ExportTraceServiceResponse, "rejected_spans", "rejectedSpans"),
+_ANSWERS: dict[Signal, tuple[Any, str, str]] = {
+    "traces": (ExportTraceServiceResponse, "rejected_spans", "rejectedSpans"),
     "metrics": (ExportMetricsServiceResponse, "rejected_data_points", "rejectedDataPoints"),
 }
 # No OTLP response is this large; a longer body is not read as one.

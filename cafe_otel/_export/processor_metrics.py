@@ -6,6 +6,8 @@ As the convention says: a span counts as processed when it is handed to the expo
 lost before that counts with its `error.type` (`queue_full`, `already_shutdown`, or our
 `shutdown_timeout` for a span still queued when shutdown's bound ran out). Recording a
 metric never raises into the processor: a broken meter costs the metric, not a span.
+Without a `MeterProvider` the processor holds `NO_PROCESSOR_METRICS`, which records nothing,
+so it never asks whether it has metrics.
 """
 
 from __future__ import annotations
@@ -17,19 +19,41 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-PROCESSED = "otel.sdk.processor.span.processed"
+from cafe_otel._export.account import PROCESSOR_SPAN_PROCESSED as PROCESSED
+from cafe_otel.semconv import ERROR_TYPE
+
 QUEUE_SIZE = "otel.sdk.processor.span.queue.size"
 QUEUE_CAPACITY = "otel.sdk.processor.span.queue.capacity"
 COMPONENT_TYPE_KEY = "otel.component.type"
 COMPONENT_NAME_KEY = "otel.component.name"
-ERROR_TYPE_KEY = "error.type"
 # Not the SDK's batching_span_processor: the convention asks for the type's own name then.
 COMPONENT_TYPE = "cafe_otel.BoundedBatchSpanProcessor"
 
 _instances = itertools.count()
 
 
-class ProcessorMetrics:
+class NoProcessorMetrics:
+    """What a processor without a `MeterProvider` records: nothing."""
+
+    def submitted(self, count: int) -> None:
+        return None
+
+    def dropped(self, count: int, error_type: str) -> None:
+        return None
+
+
+NO_PROCESSOR_METRICS = NoProcessorMetrics()
+
+
+def processor_metrics(meter_provider: MeterProvider | None, *, capacity: int,
+                      queue_size: Callable[[], int]) -> ProcessorMetrics | NoProcessorMetrics:
+    """The SDK's processor metrics on `meter_provider`; none without one."""
+    if meter_provider is None:
+        return NO_PROCESSOR_METRICS
+    return ProcessorMetrics(meter_provider, capacity=capacity, queue_size=queue_size)
+
+
+class ProcessorMetrics(NoProcessorMetrics):
     def __init__(self, meter_provider: MeterProvider, *, capacity: int, queue_size: Callable[[], int]) -> None:
         meter = meter_provider.get_meter("cafe_otel")
         self.attributes: dict[str, Any] = {COMPONENT_TYPE_KEY: COMPONENT_TYPE,
@@ -53,7 +77,7 @@ class ProcessorMetrics:
         self._add(count, self.attributes)
 
     def dropped(self, count: int, error_type: str) -> None:
-        self._add(count, {**self.attributes, ERROR_TYPE_KEY: error_type})
+        self._add(count, {**self.attributes, ERROR_TYPE: error_type})
 
     def _add(self, count: int, attributes: dict[str, Any]) -> None:
         # A metric is not worth a span, nor an exception raised into span.end().

@@ -254,6 +254,19 @@ def test_export_raises_what_the_exporter_raises_and_fail_soft_returns_it():
     assert tracer.roots[0].attrs["stop_reason"] == "answered"
 
 
+def test_the_lessons_export_and_the_bounded_call_report_a_dead_exporter_alike():
+    """One boundary: the lesson's `export_fail_soft` (on the caller's thread) and the bounded
+    `FailSoft.call` the OTel exporters go through name the same failure the same way."""
+    from cafe.trace.failsoft import FailSoft, attempt
+
+    tracer = Tracer(exporter=_dead_exporter, clock=TickClock())
+    run_shift(ScriptedClient(), DEFAULT_SCRIPT, approve_once(), tracer=tracer)
+    bounded, here = FailSoft(5.0).call(tracer.export), attempt(tracer.export)
+    assert export_fail_soft(tracer) == bounded.error_type == here.error_type == "CollectorDown"
+    assert bounded.why == here.why == "raised CollectorDown"  # the class, never the address in the message
+    assert attempt(lambda: "shipped").value == "shipped" and export_fail_soft(Tracer()) is None
+
+
 def test_fail_soft_without_an_exporter_or_with_a_good_one_is_none():
     assert export_fail_soft(Tracer()) is None
     assert export_fail_soft(Tracer(exporter=lambda spans: "shipped")) is None

@@ -15,13 +15,13 @@ import grpc
 import pytest
 import requests
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from urllib3.exceptions import MaxRetryError, NameResolutionError
 
 from cafe_otel._config.metrics import resolve_metric_settings
 from cafe_otel._config.settings import resolve_settings
-from cafe_otel._configure import build_otlp_exporter
 from cafe_otel._export.account import EXPORTER_SPAN_EXPORTED, EXPORTER_SPAN_INFLIGHT, TelemetryAccount
 from cafe_otel._export.attempts import (
     AttemptEnd,
@@ -38,7 +38,8 @@ from cafe_otel._export.attempts import (
     watch_http_session,
 )
 from cafe_otel._export.batch import BoundedBatchSpanProcessor
-from cafe_otel._export.metrics_export import FailSoftMetricExporter, build_otlp_metric_exporter
+from cafe_otel._export.metrics_export import FailSoftMetricExporter
+from cafe_otel._export.otlp import build_exporter
 from tests.local_http import QuietHandler, serving
 
 from .conftest import closed_port
@@ -60,6 +61,13 @@ def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition did not come true"
         time.sleep(0.01)
+
+
+def _metric_exporter(environ: dict[str, str], attempts: AttemptLog | None = None) -> MetricExporter:
+    settings = resolve_metric_settings(environ=environ)
+    return build_exporter("metrics", settings.exporter, timeout=settings.export_timeout, attempts=attempts,
+                          preferred_temporality=settings.preferred_temporality(),
+                          preferred_aggregation=settings.preferred_aggregation())
 
 
 def _points(account: TelemetryAccount) -> dict[tuple[str, str | None], int]:
@@ -286,14 +294,12 @@ def test_the_sdk_grpc_exporter_keeps_its_stub_where_the_counting_proxy_wraps_it(
     environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TIMEOUT": "1500",
                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
     settings = resolve_settings(environ=environ)
-    plain = (build_otlp_exporter(settings) if signal == "traces"
-             else build_otlp_metric_exporter(resolve_metric_settings(settings.options, environ=environ)))
+    plain = (build_exporter("traces", settings.traces) if signal == "traces" else _metric_exporter(environ))
     assert not isinstance(plain._client, CountedStub)  # type: ignore[attr-defined]
     plain.shutdown()
     log = AttemptLog()
-    exporter = (build_otlp_exporter(settings, attempts=log) if signal == "traces"
-                else build_otlp_metric_exporter(resolve_metric_settings(settings.options, environ=environ),
-                                                attempts=log))
+    exporter = (build_exporter("traces", settings.traces, attempts=log) if signal == "traces"
+                else _metric_exporter(environ, log))
     assert log.attached and isinstance(exporter._client, CountedStub)  # type: ignore[attr-defined]
     # Two attempts within 1.5 s (at 0 and after a backoff of 0.8-1.2 s), the second on the
     # stub rebuilt after the first UNAVAILABLE: both counted.
@@ -316,7 +322,7 @@ def test_an_exporter_of_another_shape_is_left_alone():
 def _otlp_batch(protocol: str, endpoint: str, account: TelemetryAccount) -> BoundedBatchSpanProcessor:
     settings = resolve_settings(endpoint=endpoint, protocol=protocol, export_timeout=10.0, environ={})
     log = AttemptLog()
-    exporter = build_otlp_exporter(settings, attempts=log)
+    exporter = build_exporter("traces", settings.traces, attempts=log)
     return BoundedBatchSpanProcessor(exporter, account=account, export_timeout=10.0, schedule_delay=0.01,
                                      target=f"{protocol} {endpoint}", attempts=log)
 
@@ -433,7 +439,7 @@ def test_a_final_metrics_export_waiting_to_retry_a_dead_endpoint_is_dropped(prot
     environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_TIMEOUT": "10000",
                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
     log = AttemptLog()
-    inner = build_otlp_metric_exporter(resolve_metric_settings(environ=environ), attempts=log)
+    inner = _metric_exporter(environ, log)
     account = TelemetryAccount()
     account.enable_metrics()
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=10.0, attempts=log)

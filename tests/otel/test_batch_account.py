@@ -304,3 +304,17 @@ def _points(reader) -> dict[str, dict[tuple, int]]:
 
 def _attributes(reader):
     return [dict(point.attributes) for metric in _metrics(reader) for point in metric.data.data_points]
+
+
+def test_without_a_meter_provider_the_processor_records_into_the_null_object():
+    from cafe_otel._export.processor_metrics import NO_PROCESSOR_METRICS, processor_metrics
+
+    assert processor_metrics(None, capacity=1, queue_size=lambda: 0) is NO_PROCESSOR_METRICS
+    processor = BoundedBatchSpanProcessor(InMemorySpanExporter(), max_queue_size=1, schedule_delay=60)
+    assert processor._metrics is NO_PROCESSOR_METRICS
+    tracer = _tracer(processor)
+    for _ in range(2):  # one queued, one lost to the full queue: counted, recorded nowhere
+        tracer.start_span("sampled").end()
+    processor.shutdown(2.0)
+    tracer.start_span("sampled").end()
+    assert (processor.account.exported, processor.account.dropped) == (1, 2)

@@ -17,7 +17,6 @@ from cafe.cli import main
 from cafe_otel._cli.logs import ExporterLogCapture, redactor
 from cafe_otel._cli.plugin import plugin
 from cafe_otel._config.settings import TelemetryConfigError, resolve_settings
-from cafe_otel._configure import exporter_headers
 
 from .conftest import closed_port
 from .echo_server import echo_server, planted_reply
@@ -109,6 +108,11 @@ def test_the_redactor_masks_every_credential_the_settings_hold():
     clean = redact(text)
     assert TOKEN not in clean and HEADER_SECRET not in clean and "pw-" not in clean
     assert "http://collector:4318/v1/traces" in clean  # as our own error texts show it
+
+
+def exporter_headers(headers: dict[str, str], protocol: str) -> dict[str, str]:
+    """The headers the exporter is built with (`SignalConfig.headers`)."""
+    return resolve_settings(headers=headers, protocol=protocol, environ={}).traces.headers
 
 
 def test_header_keys_are_lowercased_and_a_bad_one_is_a_configuration_error():

@@ -128,14 +128,14 @@ def test_configure_told_not_to_sets_nothing_global_and_each_tracer_is_fresh():
 def test_otlp_exporters_get_every_setting_explicitly():
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from cafe_otel._configure import build_otlp_exporter
+    from cafe_otel._export.otlp import build_exporter
 
     settings = resolve_settings(protocol="http/protobuf", endpoint="http://127.0.0.1:1", headers={"k": "v"},
                                 export_timeout=1.5, environ={})
-    exporter = build_otlp_exporter(settings)
+    exporter = build_exporter("traces", settings.traces)
     assert isinstance(exporter, OTLPSpanExporter)
     exporter.shutdown()
-    grpc = build_otlp_exporter(resolve_settings(endpoint="http://127.0.0.1:1", environ={}))
+    grpc = build_exporter("traces", resolve_settings(endpoint="http://127.0.0.1:1", environ={}).traces)
     assert type(grpc).__module__.startswith("opentelemetry.exporter.otlp.proto.grpc")
     grpc.shutdown()
 
@@ -260,12 +260,45 @@ def test_metrics_are_built_for_their_own_protocol_with_their_own_headers():
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     from cafe_otel._config.metrics import resolve_metric_settings
-    from cafe_otel._export.metrics_export import build_otlp_metric_exporter
+    from cafe_otel._export.otlp import build_exporter
 
-    exporter = build_otlp_metric_exporter(resolve_metric_settings(environ=TRACES_ONLY))
+    settings = resolve_metric_settings(environ=TRACES_ONLY)
+    exporter = build_exporter("metrics", settings.exporter, preferred_temporality=settings.preferred_temporality(),
+                              preferred_aggregation=settings.preferred_aggregation())
     assert isinstance(exporter, OTLPMetricExporter)  # HTTP, as METRICS_PROTOCOL says, not the traces' gRPC
     assert "authorization" not in {key.lower() for key in exporter._client._headers}
     exporter.shutdown()
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("signal", ["traces", "metrics"])
+def test_one_builder_hands_each_signal_its_own_settings(signal, protocol):
+    """Both signals' exporters come from one builder, each given its own resolved settings
+    (endpoint, headers, timeout, compression) and never the other signal's."""
+    from cafe_otel._config.signal import resolve_signal
+    from cafe_otel._export.otlp import build_exporter
+
+    other = "metrics" if signal == "traces" else "traces"
+    own, theirs = f"OTEL_EXPORTER_OTLP_{signal.upper()}_", f"OTEL_EXPORTER_OTLP_{other.upper()}_"
+    environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+               f"{own}HEADERS": "x-own=1", f"{theirs}HEADERS": "x-theirs=1", f"{own}TIMEOUT": "1500",
+               f"{theirs}TIMEOUT": "9000", f"{own}COMPRESSION": "gzip"}
+    config = resolve_signal(signal, environ)
+    preferences = {} if signal == "traces" else {"preferred_temporality": {}, "preferred_aggregation": {}}
+    exporter = build_exporter(signal, config, **preferences)
+    try:
+        sent = exporter if protocol == "grpc" else exporter._client  # type: ignore[attr-defined]
+        headers = {key.lower(): value for key, value in dict(sent._headers).items()}
+        assert (headers.get("x-own"), "x-theirs" in headers, sent._timeout) == ("1", False, 1.5)
+        assert sent._compression.name.lower() == "gzip"
+        assert sent._endpoint == ("127.0.0.1:1" if protocol == "grpc" else f"http://127.0.0.1:1/v1/{signal}")
+        transport, kind = "grpc" if protocol == "grpc" else "http", "trace" if signal == "traces" else "metric"
+        assert type(exporter).__module__ == f"opentelemetry.exporter.otlp.proto.{transport}.{kind}_exporter"
+    finally:
+        exporter.shutdown()
+    with pytest.raises(ValueError, match=f"{other} exporter built from the {signal} settings"):
+        build_exporter(other, config, **({} if other == "traces" else {"preferred_temporality": {},
+                                                                        "preferred_aggregation": {}}))
 
 
 def test_one_resolver_reads_every_per_signal_variable_for_each_signal():

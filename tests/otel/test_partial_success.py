@@ -127,7 +127,7 @@ def test_a_full_success_answer_counts_everything_delivered():
     (b"\x08" * (64 * 1024 + 1), "application/x-protobuf", None),
 ])
 def test_what_an_answer_body_is_read_as(body: bytes, content_type: str, expected: int | None):
-    assert RejectionCounter("spans").rejected_in(body, content_type) == expected
+    assert RejectionCounter("traces").rejected_in(body, content_type) == expected
 
 
 class _Succeeds(SpanExporter):
@@ -136,7 +136,7 @@ class _Succeeds(SpanExporter):
 
 
 def test_a_receiver_cannot_reject_more_than_it_was_sent_nor_carry_rejections_to_the_next_batch(tracer_provider):
-    counter = RejectionCounter("spans")
+    counter = RejectionCounter("traces")
     counter.add(1_000)  # an answer that came too late for its batch
     processor = BoundedBatchSpanProcessor(_Succeeds(), max_export_batch_size=3, schedule_delay=0.01,
                                           rejected=lambda: counter.take() + 5)

@@ -1,0 +1,108 @@
+"""`build_exporter(signal, config)`: the SDK's OTLP exporter for one signal, over gRPC or
+HTTP, built from that signal's resolved settings (`cafe_otel._config.signal.SignalConfig`).
+
+Every argument is passed explicitly: the SDK's exporters read `os.environ` for any left
+None, and the settings were resolved from the environ `configure()` was handed. Over
+OTLP/HTTP the exporter is handed a `requests.Session` of ours, so that `rejections` can read
+each answer for items rejected in a 2xx (`cafe_otel._export.partial_success`; gRPC's exporter
+hands no answer back) and `attempts` can count its attempts at the transport
+(`cafe_otel._export.attempts`; over gRPC through the exporter's stub).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, overload
+
+from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricExporter
+from opentelemetry.sdk.metrics.view import Aggregation
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from cafe_otel._config.parse import GRPC, display_endpoint
+from cafe_otel._config.signal import SignalConfig
+from cafe_otel._config.variables import Signal
+from cafe_otel._export.attempts import AttemptLog, watch_grpc_exporter, watch_http_session
+from cafe_otel._export.grpc_extra import grpc_exporter
+from cafe_otel._export.partial_success import RejectionCounter
+
+# The SDK's module and class names of each signal's exporter.
+_MODULES: dict[Signal, str] = {"traces": "trace", "metrics": "metric"}
+_CLASSES: dict[Signal, str] = {"traces": "OTLPSpanExporter", "metrics": "OTLPMetricExporter"}
+
+
+def export_target(config: SignalConfig) -> str:
+    """How error texts name where a signal's exporter sends: "grpc http://host:4317"."""
+    return f"{config.protocol} {display_endpoint(config.endpoint)}"
+
+
+@overload
+def build_exporter(signal: Literal["traces"], config: SignalConfig, *, timeout: float | None = None,
+                   rejections: RejectionCounter | None = None,
+                   attempts: AttemptLog | None = None) -> SpanExporter: ...
+
+
+@overload
+def build_exporter(signal: Literal["metrics"], config: SignalConfig, *, timeout: float | None = None,
+                   preferred_temporality: dict[type, AggregationTemporality],
+                   preferred_aggregation: dict[type, Aggregation],
+                   rejections: RejectionCounter | None = None,
+                   attempts: AttemptLog | None = None) -> MetricExporter: ...
+
+
+def build_exporter(signal: Signal, config: SignalConfig, *, timeout: float | None = None,
+                   preferred_temporality: dict[type, AggregationTemporality] | None = None,
+                   preferred_aggregation: dict[type, Aggregation] | None = None,
+                   rejections: RejectionCounter | None = None,
+                   attempts: AttemptLog | None = None) -> SpanExporter | MetricExporter:
+    """`signal`'s OTLP exporter, sending as `config` says. `timeout` (seconds) replaces the
+    config's (a metric export has a bound of its own, `OTEL_METRIC_EXPORT_TIMEOUT`); a metric
+    exporter is given its preferred temporality and aggregation too (left None, the SDK would
+    read them from `os.environ`)."""
+    if config.signal != signal:
+        raise ValueError(f"{signal} exporter built from the {config.signal} settings")
+    extra: dict[str, Any] = {}
+    if signal == "metrics":
+        if preferred_temporality is None or preferred_aggregation is None:
+            raise ValueError("a metric exporter needs its preferred temporality and aggregation")
+        extra = {"preferred_temporality": preferred_temporality, "preferred_aggregation": preferred_aggregation}
+    seconds = config.timeout if timeout is None else timeout
+    tls = config.tls
+    if config.protocol == GRPC:
+        grpc, module = grpc_exporter(_MODULES[signal])
+        insecure = tls.grpc_insecure(config.endpoint)
+        exporter = getattr(module, _CLASSES[signal])(
+            endpoint=config.endpoint,
+            insecure=insecure,
+            credentials=None if insecure else tls.grpc_credentials(),
+            headers=config.headers or None,
+            timeout=seconds,
+            compression=grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression,
+            **extra,
+        )
+        if attempts is not None:
+            watch_grpc_exporter(exporter, attempts)
+        return exporter  # type: ignore[no-any-return]
+    import importlib
+
+    import requests
+    from opentelemetry.exporter.otlp.proto.http import Compression
+
+    module = importlib.import_module(f"opentelemetry.exporter.otlp.proto.http.{_MODULES[signal]}_exporter")
+    session = requests.Session()
+    certificate_file, client_key_file, client_certificate_file = tls.file_arguments()
+    exporter = getattr(module, _CLASSES[signal])(
+        endpoint=config.endpoint,
+        certificate_file=certificate_file,
+        client_key_file=client_key_file,
+        client_certificate_file=client_certificate_file,
+        headers=config.headers,
+        timeout=seconds,
+        compression=Compression.Gzip if config.compression == "gzip" else Compression.NoCompression,
+        session=session,
+        **extra,
+    )
+    tls.set_on(session)
+    if rejections is not None:
+        rejections.attach(session)
+    if attempts is not None:
+        watch_http_session(session, attempts)
+    return exporter  # type: ignore[no-any-return]
