@@ -124,7 +124,7 @@ class TelemetryHandle:
         return GenAIWireObserver(
             otel_tracer_of(self.provider), metrics=self._metrics,
             capture=self.settings.capture if self.settings is not None else CaptureMode.NO_CONTENT,
-            wall_clock=wall_clock, on_secret=self.add_secrets, on_error=account.add_mirror_error)
+            wall_clock=wall_clock, on_secret=self.add_secrets, on_error=account.add_listener_error)
 
     @property
     def enabled(self) -> bool:

@@ -18,7 +18,7 @@ early, dropped to the garbage collector unclosed, or failed), because the seam p
 (`httpx2.ReadTimeout`, `httpx2.ConnectError`, `asyncio.exceptions.CancelledError`).
 
 The observer never fails a call: anything it raises is caught and counted in the account
-(as a mirror error) when it has one.
+(as a listener error) when it has one.
 
 `opentelemetry-instrument python agent.py` loads this module's `CafeDistro` and
 `CafeConfigurator` (entry points in pyproject.toml): `configure()` from the `OTEL_*`

@@ -89,7 +89,7 @@ class AccountSnapshot:
     """The account at one moment: every count under its `(signal, stage, error_type)` key."""
 
     counts: Mapping[Key, int]
-    listener_errors: int = 0  # listeners (the span and metrics mirrors of the tracer) that raised
+    listener_errors: int = 0  # listeners of the tracer (spans, metrics) that raised
     last_error: str | None = None
     metrics_enabled: bool = False
 
@@ -160,7 +160,7 @@ class AccountSnapshot:
 
     @property
     def mirror_errors(self) -> int:
-        """`listener_errors` under the name the summary line uses."""
+        """`listener_errors` under its first name, kept for existing callers."""
         return self.listener_errors
 
     def points(self) -> list[Point]:
@@ -227,13 +227,13 @@ class TelemetryAccount:
         self.add("traces", PROCESSED, 1, REDACTION_FAILED, error)
 
     def add_listener_error(self, error: str) -> None:
-        """A listener (the tracer's span or metrics mirror, the metrics reader) raised; the
+        """A listener (the tracer's span or metrics listener, the metrics reader) raised; the
         shift went on."""
         with self._lock:
             self._listener_errors += 1
             self._last_error = error
 
-    # The same count, under the name the summary line and the tracer's mirrors use.
+    # `add_listener_error` under its first name, kept for existing callers.
     add_mirror_error = add_listener_error
 
     def add_withheld(self, field: str) -> None:
@@ -320,7 +320,7 @@ class TelemetryAccount:
         if reasons:
             line += " (" + ", ".join(reasons) + ")"
         if s.listener_errors:
-            line += f", {s.listener_errors} mirror errors"
+            line += f", {s.listener_errors} listener errors"
         withheld = sum(self.withheld.values())
         if withheld:
             line += f", {withheld} values withheld (not metadata-shaped)"

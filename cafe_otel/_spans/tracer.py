@@ -29,7 +29,7 @@ def count_in(account: TelemetryAccount | None) -> Callable[[FailureReport], None
         return None
 
     def counted(report: FailureReport) -> None:
-        account.add_mirror_error(str(report))
+        account.add_listener_error(str(report))
 
     return counted
 

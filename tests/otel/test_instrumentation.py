@@ -274,7 +274,7 @@ def test_the_observer_never_fails_the_call_and_counts_what_it_failed_at(server: 
         with wire.intercept([observer]):
             reply = _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
     assert reply.choices[0].message.content
-    assert pipeline.handle.account.snapshot().mirror_errors >= 1
+    assert pipeline.handle.account.snapshot().listener_errors >= 1
 
 
 def test_recording_and_telemetry_stack_on_one_interception(server: OpenAIServer) -> None:

@@ -182,7 +182,7 @@ def test_an_exception_sets_error_type_status_and_an_exception_event(telemetry):
 
 def test_a_failing_span_listener_is_counted_in_the_account_and_the_shift_goes_on():
     """The tracer isolates the span listener: a provider whose tracer raises costs spans,
-    counted as mirror errors (class name only), never the shift."""
+    counted as listener errors (class name only), never the shift."""
 
     class Broken(RuntimeError):
         pass
@@ -196,5 +196,6 @@ def test_a_failing_span_listener_is_counted_in_the_account_and_the_shift_goes_on
     run = seed_shift(tracer)
     assert run.stop_reason == "answered"
     assert len(tracer.nodes()) == 11  # the tree listener still heard everything
-    assert tracer.listener_failures == 11 == account.snapshot().mirror_errors
+    assert tracer.listener_failures == 11 == account.snapshot().listener_errors
     assert "latte" not in account.summary() and "Broken" in account.summary()
+    assert "11 listener errors" in account.summary()
