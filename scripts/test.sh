@@ -19,9 +19,9 @@ else
   echo "      skipped. Install Go >= 1.26, then run 'make test' again (it builds them once)."
 fi
 
-# The real GenAI consumers of their end-to-end tests (tests/e2e/test_mlflow.py),
+# The real GenAI consumers of their end-to-end tests (tests/e2e/test_mlflow.py, test_phoenix.py),
 # each in its own cached venv, never this one.
-for consumer in mlflow; do
+for consumer in mlflow phoenix; do
   if ! bash scripts/consumer-venv.sh "$consumer" >/dev/null; then
     if [ "${CAFE_E2E_STRICT:-0}" = 1 ]; then
       echo "error: CAFE_E2E_STRICT=1 but $consumer could not be installed (bash scripts/$consumer-venv.sh)" >&2
