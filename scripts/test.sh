@@ -19,14 +19,17 @@ else
   echo "      skipped. Install Go >= 1.26, then run 'make test' again (it builds them once)."
 fi
 
-# MLflow for its end-to-end test (tests/e2e/test_mlflow.py), in its own cached venv, never this one.
-if ! bash scripts/mlflow-venv.sh >/dev/null; then
-  if [ "${CAFE_E2E_STRICT:-0}" = 1 ]; then
-    echo "error: CAFE_E2E_STRICT=1 but MLflow could not be installed (bash scripts/mlflow-venv.sh)" >&2
-    exit 1
+# The real GenAI consumers of their end-to-end tests (tests/e2e/test_mlflow.py, test_phoenix.py),
+# each in its own cached venv, never this one.
+for consumer in mlflow phoenix; do
+  if ! bash scripts/consumer-venv.sh "$consumer" >/dev/null; then
+    if [ "${CAFE_E2E_STRICT:-0}" = 1 ]; then
+      echo "error: CAFE_E2E_STRICT=1 but $consumer could not be installed (bash scripts/$consumer-venv.sh)" >&2
+      exit 1
+    fi
+    echo "note: $consumer could not be installed, so its end-to-end test will be skipped."
   fi
-  echo "note: MLflow could not be installed, so its end-to-end test will be skipped."
-fi
+done
 
 # The page tests look through headless Chromium (Debian's package); as root with apt, install it.
 if ! command -v "${CAFE_CHROMIUM:-chromium}" >/dev/null 2>&1; then

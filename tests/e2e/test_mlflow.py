@@ -10,15 +10,8 @@ with the command that installs it, or fails when CAFE_E2E_STRICT=1.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,106 +23,44 @@ import cafe
 from cafe_otel import BatchOptions, configure
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
 from otelstack.procs import free_ports
+from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
 from tests.wire.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-REQUIREMENTS = ROOT / "tests" / "e2e" / "mlflow-requirements.txt"
-HINT = "bash scripts/mlflow-venv.sh (installs MLflow into its own cached venv)"
 SDK_SYSTEM = "You are the espresso bar's helper."
 
 
-def _mlflow_command() -> Path:
-    explicit = os.environ.get("CAFE_MLFLOW_BIN")
-    if explicit:
-        path = Path(explicit)
-    else:
-        key = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
-        cache = Path(os.environ.get("CAFE_MLFLOW_CACHE", Path.home() / ".cache" / "cafe-otel" / "mlflow"))
-        path = cache / key / "bin" / "mlflow"
-        if not (cache / key / ".complete").is_file():
-            path = cache / key / ".incomplete"
-    if path.is_file() and os.access(path, os.X_OK):
-        return path
-    message = f"MLflow not found at {path} ({HINT})"
-    if explicit or os.environ.get("CAFE_E2E_STRICT") == "1":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-def _call(url: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> dict[str, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
-                                     method="GET" if body is None else "POST")
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
-        found: dict[str, Any] = json.loads(answer.read() or b"{}")
-        return found
-
-
-class MLflow:
+class MLflow(ConsumerServer):
     def __init__(self, command: Path, workdir: Path) -> None:
         self.port = free_ports("mlflow")["mlflow"]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / "mlflow.log"
-        with self.log.open("wb") as log:
-            # Its own session: stopping it stops the server's workers too, and nothing else.
-            self.proc = subprocess.Popen(
-                [str(command), "server", "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}",
-                 "--default-artifact-root", str(workdir / "artifacts"), "--host", "127.0.0.1",
-                 "--port", str(self.port), "--workers", "1"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=workdir)
-
-    def wait_ready(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"mlflow server exited ({self.proc.returncode}): {self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        raise AssertionError(f"mlflow server not ready in {timeout:.0f} s: {self.tail()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        else:  # the server left; its workers may not have
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-    def tail(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")[-3000:]
+        super().__init__("mlflow", [
+            str(command), "server", "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}",
+            "--default-artifact-root", str(workdir / "artifacts"), "--host", "127.0.0.1",
+            "--port", str(self.port), "--workers", "1"], workdir, os.environ)
 
     def experiment(self, name: str) -> str:
-        return str(_call(f"{self.url}/api/2.0/mlflow/experiments/create", {"name": name})["experiment_id"])
+        return str(call_json(f"{self.url}/api/2.0/mlflow/experiments/create", {"name": name})["experiment_id"])
 
     def traces(self, experiment: str, expected: int, timeout: float = 60.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         found: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
-            found = _call(f"{self.url}/api/3.0/mlflow/traces/search",
-                          {"locations": [{"mlflow_experiment": {"experiment_id": experiment}}]}).get("traces", [])
+            found = call_json(f"{self.url}/api/3.0/mlflow/traces/search",
+                              {"locations": [{"mlflow_experiment": {"experiment_id": experiment}}]}).get("traces", [])
             if len(found) >= expected:
                 break
             time.sleep(0.5)
-        return [_call(f"{self.url}/api/3.0/mlflow/traces/get?trace_id={trace['trace_id']}")["trace"]
+        return [call_json(f"{self.url}/api/3.0/mlflow/traces/get?trace_id={trace['trace_id']}")["trace"]
                 for trace in found]
 
 
 @pytest.fixture
 def mlflow(tmp_path: Path) -> Iterator[MLflow]:
-    server = MLflow(_mlflow_command(), tmp_path)
+    server = MLflow(consumer_command("mlflow"), tmp_path)
     try:
-        server.wait_ready()
+        server.wait_ready(f"{server.url}/health", timeout=180.0)
         yield server
     finally:
         server.stop()

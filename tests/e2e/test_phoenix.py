@@ -1,0 +1,223 @@
+"""Arize Phoenix (a real GenAI consumer, Elastic License 2.0) receives a café shift and a plain
+`openai` program run under `opentelemetry-instrument`, content capture on, and shows what its
+users expect: chat spans as LLM spans with model, tokens and messages (the system prompt
+first), tool and agent spans in one tree, the failed call as an error, and no key stored.
+
+Phoenix reads the GenAI conventions itself: on ingest it derives OpenInference attributes
+(`openinference.span.kind`, `llm.*`, `tool.*`, `session.id`) from `gen_ai.*` ones and keeps
+both, so its REST API (`/v1/projects/{name}/spans`) shows what its pages show.
+
+Phoenix lives in its own cached venv (scripts/phoenix-venv.sh, keyed by
+tests/e2e/phoenix-requirements.txt, under ~/.cache/cafe-otel/phoenix); one server for the
+module, on free 127.0.0.1 ports with a temporary working directory, started in its own session
+and stopped by that session only. Missing, the tests skip with the command that installs it,
+or fail when CAFE_E2E_STRICT=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cafe
+from cafe_otel import configure
+from otelstack.procs import free_ports
+from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
+from tests.otel.test_zero_code import _instrument_command
+from tests.wire.openai_server import OpenAIServer, answer_text
+
+pytestmark = pytest.mark.e2e
+
+KEY = "sk-e2e-phoenix-5c4b3a2918f7e6d5"
+SDK_SYSTEM = "You are the espresso bar's helper."
+SDK_MESSAGES = [{"role": "system", "content": SDK_SYSTEM}, {"role": "user", "content": "A flat white?"}]
+# A plain program, unchanged: its first call meets the rate limit the test plans.
+SDK_PROGRAM = f"""
+import openai
+
+client = openai.OpenAI(max_retries=0)
+messages = {SDK_MESSAGES!r}
+try:
+    client.chat.completions.create(model="sdk-failing", messages=messages)
+except openai.RateLimitError:
+    print("rate limited")
+client.chat.completions.create(model="sdk-model", messages=messages, max_tokens=6)
+for _chunk in client.chat.completions.create(model="sdk-stream", messages=messages, stream=True,
+                                             stream_options={{"include_usage": True}}):
+    pass
+"""
+# Phoenix's start is mostly importing its server (18 s of CPU) and migrating a new database:
+# 60 to 68 s on a 2-core box at load 10 to 13, so the bound leaves room above that.
+READY_TIMEOUT_S = 90.0
+
+
+class Phoenix(ConsumerServer):
+    def __init__(self, command: Path, workdir: Path) -> None:
+        ports = free_ports("http", "grpc")
+        self.url = f"http://127.0.0.1:{ports['http']}"
+        self.home = workdir / "home"
+        self.home.mkdir()
+        environ = {key: value for key, value in os.environ.items() if not key.startswith(("PHOENIX_", "OTEL_"))}
+        environ.update({
+            "PHOENIX_WORKING_DIR": str(self.home), "PHOENIX_HOST": "127.0.0.1",
+            "PHOENIX_PORT": str(ports["http"]), "PHOENIX_GRPC_PORT": str(ports["grpc"]),
+            # Nothing leaves the machine, and its log stays short.
+            "PHOENIX_TELEMETRY_ENABLED": "false", "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+            "PHOENIX_LOG_MIGRATIONS": "false", "PHOENIX_DB_LOGGING_LEVEL": "warning",
+        })
+        super().__init__("phoenix", [str(command), "serve"], workdir, environ)
+
+    def spans(self, project: str, expected: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """The project's spans once `expected` have arrived (a project exists from its first span)."""
+        deadline = time.monotonic() + timeout
+        found: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            try:
+                found = call_json(f"{self.url}/v1/projects/{project}/spans?limit=1000")["data"]
+            except urllib.error.HTTPError as error:
+                if error.code != 404:
+                    raise
+            if len(found) >= expected:
+                break
+            time.sleep(0.5)
+        return found
+
+    def stored_bytes(self) -> bytes:
+        """Every byte Phoenix wrote: its database (with the write-ahead log) and its output."""
+        files = sorted(path for path in self.log.parent.rglob("*") if path.is_file())
+        return b"".join(path.read_bytes() for path in files)
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    server = Phoenix(consumer_command("phoenix"), tmp_path_factory.mktemp("phoenix"))
+    try:
+        server.wait_ready(f"{server.url}/healthz", timeout=READY_TIMEOUT_S)
+        yield server
+    finally:
+        server.stop()
+
+
+def _by_name(spans: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for span in spans:
+        found.setdefault(span["name"], []).append(span)
+    return found
+
+
+def _messages(attributes: dict[str, Any], direction: str) -> list[tuple[str, str | None]]:
+    """(role, content) of Phoenix's flattened `llm.{input,output}_messages.N.message.*`."""
+    found = []
+    index = 0
+    while f"llm.{direction}_messages.{index}.message.role" in attributes:
+        prefix = f"llm.{direction}_messages.{index}.message."
+        found.append((attributes[prefix + "role"], attributes.get(prefix + "content")))
+        index += 1
+    return found
+
+
+def test_phoenix_shows_a_cafe_shift_as_one_agent_tree_of_llm_and_tool_spans(phoenix: Phoenix) -> None:
+    handle = configure(service_name="cafe-e2e", endpoint=phoenix.url, protocol="http/protobuf",
+                       capture_content=True, metrics=False, set_global=False,
+                       environ={"OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=cafe-shift"})
+    cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]), tracer=handle.tracer())
+    handle.shutdown(30.0)
+    assert handle.account.dropped == 0, handle.account.summary()
+    exported = handle.account.exported
+
+    spans = phoenix.spans("cafe-shift", expected=exported)
+    assert len(spans) == exported, phoenix.tail()
+    assert len({span["context"]["trace_id"] for span in spans}) == 1
+    ids = {span["context"]["span_id"] for span in spans}
+    (root,) = [span for span in spans if span["parent_id"] is None]
+    assert all(span["parent_id"] in ids for span in spans if span is not root)
+    assert root["name"] == "invoke_agent cafe-counter" and root["span_kind"] == "AGENT"
+    assert all(span["status_code"] != "ERROR" for span in spans)
+
+    chats = [span for span in spans if span["name"].startswith("chat ")]
+    tools = [span for span in spans if span["name"].startswith("execute_tool ")]
+    assert chats and tools
+    conversation = root["attributes"]["gen_ai.conversation.id"]
+    for chat in chats:
+        attributes = chat["attributes"]
+        assert chat["span_kind"] == "LLM"
+        assert attributes["llm.model_name"] == "scripted-barista-1"
+        prompt, completion = attributes["llm.token_count.prompt"], attributes["llm.token_count.completion"]
+        assert prompt > 0 and completion > 0 and attributes["llm.token_count.total"] == prompt + completion
+        assert _messages(attributes, "input")[0][0] == "system"  # the system prompt, first in the history
+        assert _messages(attributes, "output")[0][0] == "assistant"
+        assert attributes["session.id"] == conversation
+        assert attributes["llm.tools.0.tool.json_schema"]  # the tools the model was offered
+    # The agent's totals are its chats' sums, as Phoenix shows them on the trace's root.
+    assert root["attributes"]["llm.token_count.prompt"] == sum(
+        chat["attributes"]["llm.token_count.prompt"] for chat in chats)
+    assert root["attributes"]["llm.token_count.completion"] == sum(
+        chat["attributes"]["llm.token_count.completion"] for chat in chats)
+    for tool in tools:
+        attributes = tool["attributes"]
+        assert tool["span_kind"] == "TOOL"
+        assert f"execute_tool {attributes['tool.name']}" == tool["name"]
+        assert attributes["tool.id"] == attributes["gen_ai.tool.call.id"]
+        assert json.loads(attributes["output.value"]) == json.loads(attributes["gen_ai.tool.call.result"])
+    # The shift's own steps (setup, turns, wrap-up) carry no GenAI operation: Phoenix has no
+    # kind for them and shows them as UNKNOWN.
+    steps = [span for span in spans if "gen_ai.operation.name" not in span["attributes"]]
+    assert steps and {span["span_kind"] for span in steps} == {"UNKNOWN"}
+
+
+def test_phoenix_shows_a_plain_openai_program_under_opentelemetry_instrument(
+        phoenix: Phoenix, tmp_path: Path) -> None:
+    command = _instrument_command()
+    program = tmp_path / "agent.py"
+    program.write_text(SDK_PROGRAM, encoding="utf-8")
+    with OpenAIServer.running() as server:
+        server.fail_next(429)
+        environ = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "OPENAI_"))}
+        environ.update({
+            "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY,
+            "OTEL_SERVICE_NAME": "plain-agent", "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=plain-sdk",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.url,
+            "OTEL_METRICS_EXPORTER": "none", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+        })
+        done = subprocess.run([str(command), sys.executable, str(program)], env=environ, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rate limited" in done.stdout
+    assert "cafe-otel: telemetry: 3 spans exported, 0 dropped" in done.stderr
+
+    spans = phoenix.spans("plain-sdk", expected=3)
+    by_name = _by_name(spans)
+    assert set(by_name) == {"chat sdk-failing", "chat sdk-model", "chat sdk-stream"}, phoenix.tail()
+    (failing,), (plain,), (streamed,) = (by_name[name] for name in ("chat sdk-failing", "chat sdk-model",
+                                                                   "chat sdk-stream"))
+    for span, model in ((failing, "sdk-failing"), (plain, "sdk-model"), (streamed, "sdk-stream")):
+        attributes = span["attributes"]
+        assert span["span_kind"] == "LLM" and span["parent_id"] is None
+        assert attributes["llm.model_name"] == model and attributes["llm.provider"] == "openai"
+        assert _messages(attributes, "input") == [("system", SDK_SYSTEM), ("user", "A flat white?")]
+
+    assert failing["status_code"] == "ERROR" and failing["attributes"]["error.type"] == "429"
+    assert "llm.token_count.prompt" not in failing["attributes"]
+    for span, request in ((plain, {"messages": SDK_MESSAGES, "max_tokens": 6}),
+                          (streamed, {"messages": SDK_MESSAGES})):
+        attributes = span["attributes"]
+        assert span["status_code"] != "ERROR"
+        reply = answer_text(request)
+        assert _messages(attributes, "output") == [("assistant", reply)]
+        assert attributes["llm.token_count.prompt"] == 11  # what the local server reports
+        assert attributes["llm.token_count.completion"] == len(reply.split())
+    assert json.loads(plain["attributes"]["llm.invocation_parameters"]) == {"max_tokens": 6, "stream": False}
+    assert json.loads(streamed["attributes"]["llm.invocation_parameters"]) == {"stream": True}
+
+    stored = phoenix.stored_bytes()
+    assert SDK_SYSTEM.encode() in stored  # captured content is in what was read ...
+    assert KEY.encode() not in stored  # ... and the key is nowhere
