@@ -97,7 +97,7 @@ class GenerationResult(NamedTuple):
         prompt, completion, total = (usage.get("prompt_tokens"), usage.get("completion_tokens"),
                                      usage.get("total_tokens"))
         model, response_id = response.get("model"), response.get("id")
-        return cls(
+        return tuple.__new__(cls, (  # every field in order, without the named tuple's Python constructor
             response,
             model if isinstance(model, str) else None,
             response_id if isinstance(response_id, str) else None,
@@ -107,7 +107,7 @@ class GenerationResult(NamedTuple):
             total if type(total) is int else None,
             tuple((call.get("function") or {}).get("name", "") for call in calls) if calls else (),
             message.get("content"),
-        )
+        ))
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,9 +44,11 @@ Temporality = Callable[[str], AggregationTemporality]  # by HISTOGRAM or COUNTER
 class _Stream:
     kind = ""
 
-    def __init__(self, name: str, unit: str, description: str) -> None:
+    def __init__(self, name: str, unit: str, description: str, lock: threading.Lock | None = None) -> None:
+        """`lock`: the one the stream's points are changed under (an `InProcessMetrics` gives
+        all its streams one, so a model call's points in two streams take it once)."""
         self.name, self.unit, self.description = name, unit, description
-        self._lock = threading.Lock()
+        self._lock = lock if lock is not None else threading.Lock()
         self._start_ns: int | None = None  # the first record's time: a cumulative point's start
         self._last_ns: int | None = None  # the last collection's time: a delta point's start
 
@@ -80,10 +82,24 @@ class _Buckets:
 class HistogramStream(_Stream):
     kind = HISTOGRAM
 
-    def __init__(self, name: str, unit: str, description: str, boundaries: Sequence[float]) -> None:
-        super().__init__(name, unit, description)
+    def __init__(self, name: str, unit: str, description: str, boundaries: Sequence[float],
+                 lock: threading.Lock | None = None) -> None:
+        super().__init__(name, unit, description, lock)
         self.boundaries = tuple(float(b) for b in boundaries)
         self._points: dict[AttributeKey, _Buckets] = {}
+        self.epoch = 0  # counts the times the points were let go (a delta collection)
+
+    def buckets(self, key: AttributeKey) -> _Buckets:
+        """The buckets `key` records into in this epoch (under the lock): its own, or the
+        overflow set's once the stream holds its limit."""
+        points = self._points
+        buckets = points.get(key)
+        if buckets is None:
+            key = self._slot(points, key)
+            buckets = points.get(key)
+            if buckets is None:
+                buckets = points[key] = _Buckets(len(self.boundaries) + 1)
+        return buckets
 
     def record(self, value: float, key: AttributeKey) -> None:
         index = bisect_left(self.boundaries, value)
@@ -115,14 +131,60 @@ class HistogramStream(_Stream):
             ]
             if temporality is AggregationTemporality.DELTA:
                 self._points = {}
+                self.epoch += 1
         return Histogram(points, temporality) if points else None
+
+
+class CallPoints:
+    """A model call's histogram points for one set of attributes each: input and output
+    tokens (one stream) and its duration (another), recorded in one call that takes the
+    streams' one lock once and finds each point's buckets without a lookup (they are kept,
+    and found again when a delta collection has let them go). A model call records three
+    points, and each record on its own would be a call, a lock and a lookup."""
+
+    __slots__ = ("_bounds", "_buckets", "_epochs", "_keys", "_lock", "_streams")
+
+    def __init__(self, tokens: HistogramStream, duration: HistogramStream,
+                 keys: tuple[AttributeKey, AttributeKey, AttributeKey]) -> None:
+        if tokens._lock is not duration._lock:
+            raise ValueError("a call's streams must share one lock (streams of one InProcessMetrics do)")
+        self._lock = tokens._lock
+        self._streams = (tokens, tokens, duration)
+        self._bounds = (tokens.boundaries, tokens.boundaries, duration.boundaries)
+        self._keys = keys
+        self._buckets: list[_Buckets | None] = [None, None, None]
+        self._epochs = (-1, -1)
+
+    def record(self, input_tokens: int | None, output_tokens: int | None, duration: float | None) -> None:
+        values = (input_tokens, output_tokens, duration)
+        streams = self._streams
+        with self._lock:
+            epochs = (streams[0].epoch, streams[2].epoch)
+            if epochs != self._epochs:
+                self._buckets = [None, None, None]
+                self._epochs = epochs
+            kept = self._buckets
+            for index in (0, 1, 2):
+                value = values[index]
+                if value is None:
+                    continue
+                buckets = kept[index]
+                if buckets is None:
+                    buckets = kept[index] = streams[index].buckets(self._keys[index])
+                buckets.counts[bisect_left(self._bounds[index], value)] += 1
+                buckets.total += value
+                buckets.count += 1
+                if value < buckets.low:
+                    buckets.low = value
+                if value > buckets.high:
+                    buckets.high = value
 
 
 class CounterStream(_Stream):
     kind = COUNTER
 
-    def __init__(self, name: str, unit: str, description: str) -> None:
-        super().__init__(name, unit, description)
+    def __init__(self, name: str, unit: str, description: str, lock: threading.Lock | None = None) -> None:
+        super().__init__(name, unit, description, lock)
         self._values: dict[AttributeKey, int] = {}
 
     def add(self, amount: int, key: AttributeKey = ()) -> None:
@@ -153,7 +215,8 @@ class InProcessMetrics:
     def __init__(self, scope: InstrumentationScope) -> None:
         self.scope = scope
         self._streams: dict[str, HistogramStream | CounterStream] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the registry's
+        self._points_lock = threading.Lock()  # every stream's points'
 
     def _stream(self, name: str, kind: type[_Stream], make: Callable[[], _Stream]) -> Any:
         with self._lock:
@@ -166,11 +229,12 @@ class InProcessMetrics:
 
     def histogram(self, name: str, *, unit: str, description: str, boundaries: Sequence[float]) -> HistogramStream:
         stream: HistogramStream = self._stream(
-            name, HistogramStream, lambda: HistogramStream(name, unit, description, boundaries))
+            name, HistogramStream, lambda: HistogramStream(name, unit, description, boundaries, self._points_lock))
         return stream
 
     def counter(self, name: str, *, unit: str, description: str) -> CounterStream:
-        stream: CounterStream = self._stream(name, CounterStream, lambda: CounterStream(name, unit, description))
+        stream: CounterStream = self._stream(
+            name, CounterStream, lambda: CounterStream(name, unit, description, self._points_lock))
         return stream
 
     def collect(self, temporality: Temporality, now_ns: int | None = None) -> list[Metric]:

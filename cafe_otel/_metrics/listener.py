@@ -58,7 +58,7 @@ from cafe.trace.events import (
 )
 from cafe_otel import semconv as sc
 from cafe_otel._export.account import TelemetryAccount
-from cafe_otel._metrics.aggregation import AttributeKey, InProcessMetrics
+from cafe_otel._metrics.aggregation import AttributeKey, CallPoints, HistogramStream, InProcessMetrics
 from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel._spans import mapping
 from cafe_otel._spans.scope import our_version
@@ -177,6 +177,9 @@ class MetricsListener:
         # (provider, request model, response model, address, port, error type) ->
         # ((the shaped keys of input tokens, output tokens, duration and chunk timings), keys withheld)
         self._call_keys: dict[tuple[Any, ...], tuple[_CallKeys, tuple[str, ...]]] = {}
+        # On our own streams, the same -> a model call's three points recorded in one call.
+        self._in_process = isinstance(self._tokens, HistogramStream) and isinstance(self._duration, HistogramStream)
+        self._call_points: dict[tuple[Any, ...], tuple[CallPoints, tuple[str, ...]]] = {}
         # No per-span state: one listener serves every tracer of a handle (shifts at once).
         self._handlers: dict[type, Callable[[Any], None]] = {
             GenerationEnded: self._generation_ended,
@@ -188,6 +191,7 @@ class MetricsListener:
         self._guard.add_secrets(secrets)
         self._shaped_keys = {}  # what fit before may hold one of them
         self._call_keys = {}
+        self._call_points = {}
 
     def _shape(self, raw: AttributeKey) -> tuple[AttributeKey, tuple[str, ...]]:
         found = self._shaped_keys.get(raw)
@@ -200,6 +204,7 @@ class MetricsListener:
             if len(self._shaped_keys) >= _MEMO_SIZE:
                 self._shaped_keys = {}
                 self._call_keys = {}
+                self._call_points = {}
             self._shaped_keys[raw] = found
         return found
 
@@ -262,7 +267,19 @@ class MetricsListener:
         started = event.started_at
         request, result = event.request, event.result
         call = (request.provider, request.model, result.model if result is not None else None,
-                request.server_address, request.server_port, event.error_type)
+                request.server_address, request.server_port, None if event.error is None else event.error_type)
+        if self._in_process:
+            points = self._call_points.get(call)
+            if points is None:
+                keys, withheld = self._keys_of_call(call)
+                points = self._call_points[call] = (CallPoints(self._tokens, self._duration,  # type: ignore[arg-type]
+                                                               keys[:3]), withheld)
+            if points[1]:
+                self._count(points[1])
+            points[0].record(result.input_tokens if result is not None else None,
+                             result.output_tokens if result is not None else None,
+                             max(event.at - started, 0.0) if started is not None else None)
+            return
         found = self._call_keys.get(call)
         if found is None:
             found = self._call_keys[call] = self._keys_of_call(call)

@@ -26,12 +26,13 @@ import hashlib
 import hmac
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, Status, TraceState
@@ -102,7 +103,13 @@ class SpanSanitiser:
         self._known: set[tuple[str, Any]] = set()
         # The fast path's checks: metadata keys only (content is always scrubbed).
         self._checks = {key: shapes[key].fits for key in self._allowed if shapes[key].kind != sh.CONTENT}
-        self._names: dict[str, set[str]] = {}  # names found to fit, by what they name
+        # Names found to fit, by what they name; emptied in place, so the span names' set
+        # can be read without a lookup.
+        self._names: dict[str, set[str]] = {}
+        self._span_names = self._names.setdefault("span.name", set())
+        # The resource and scope last seen with their checked forms: a provider has one
+        # resource and few scopes, so a span usually costs an identity test for each.
+        self._last_resource: tuple[Resource, Resource] | None = None
         self._scrubbed: dict[str, str] = {}
         # Spans are checked on an export worker while the caller may add secrets: a span is
         # checked against one set of secrets and memos, never half of two.
@@ -124,7 +131,9 @@ class SpanSanitiser:
         self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_CHARS)
         self._known = set()  # what fit before may hold one of them
         self._resources.add_secrets(new)
-        self._names = {}
+        self._last_resource = None
+        for seen in self._names.values():
+            seen.clear()
         self._scrubbed = {}
         if self._scrubber is not None:
             self._scrubber = self._scrubber.with_literals(new)
@@ -175,9 +184,11 @@ class SpanSanitiser:
 
     def attributes(self, attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """The attributes that may leave, or None when that is all of them."""
-        if not attributes:
+        if attributes is None:
             return None
-        found = _plain(attributes)
+        found = _plain(attributes)  # emptiness asked of the copy: an SDK mapping's len is Python
+        if not found:
+            return None
         try:
             if self._all_fit(found):
                 return None
@@ -231,10 +242,8 @@ class SpanSanitiser:
             self._known.add(item)
 
     def _name(self, name: str, shape: sh.Shape, what: str) -> str:
-        seen = self._names.get(what)
-        if seen is None:
-            seen = self._names[what] = set()
-        elif name in seen:
+        seen = self._names.setdefault(what, set())
+        if name in seen:
             return name
         if shape.fits(name) and not self._has_secret(name):
             if len(seen) >= _MEMO_SIZE:
@@ -277,45 +286,74 @@ class SpanSanitiser:
         self._scopes[id(scope)] = (scope, clean)
         return clean
 
+    def _events(self, events: Sequence[Event]) -> tuple[list[Event], bool]:
+        """The events with shaped names and attributes, and whether any changed."""
+        kept, changed = [], False
+        for event in events:
+            event_name = self._name(event.name, sh.EVENT_NAME, "event.name")
+            event_attributes = self.attributes(event.attributes)
+            if event_name is event.name and event_attributes is None:
+                kept.append(event)
+                continue
+            changed = True
+            kept.append(Event(event_name, event_attributes if event_attributes is not None else event.attributes,
+                              timestamp=event.timestamp))
+        return kept, changed
+
+    def _links(self, links: Sequence[Link]) -> tuple[list[Link], bool]:
+        """The links with shaped attributes and trace state, and whether any changed."""
+        kept, changed = [], False
+        for link in links:
+            link_attributes = self.attributes(link.attributes)
+            link_context = self._context(link.context)
+            if link_attributes is None and link_context is None:
+                kept.append(link)
+                continue
+            changed = True
+            kept.append(Link(link_context or link.context,
+                             link_attributes if link_attributes is not None else link.attributes))
+        return kept, changed
+
     # --- the span ------------------------------------------------------------------
     def __call__(self, span: ReadableSpan) -> ReadableSpan:
         with self._lock:
             return self._sanitise(span)
 
     def _sanitise(self, span: ReadableSpan) -> ReadableSpan:
+        # On the export worker, for every span: the common case (our own spans, names and
+        # scope seen before, no events, links or trace state) is tested inline; the rest
+        # goes through the helpers above.
         original_name, original_scope = span.name, span.instrumentation_scope
-        name = self._name(original_name, sh.SPAN_NAME, "span.name")
+        name = original_name if original_name in self._span_names else self._name(
+            original_name, sh.SPAN_NAME, "span.name")
         attributes = self.attributes(span.attributes)
         changed = name is not original_name or attributes is not None
-        events = []
-        for event in span.events:
-            event_name = self._name(event.name, sh.EVENT_NAME, "event.name")
-            event_attributes = self.attributes(event.attributes)
-            if event_name is event.name and event_attributes is None:
-                events.append(event)
-                continue
-            changed = True
-            events.append(Event(event_name, event_attributes if event_attributes is not None else event.attributes,
-                                timestamp=event.timestamp))
-        links = []
-        for link in span.links:
-            link_attributes = self.attributes(link.attributes)
-            link_context = self._context(link.context)
-            if link_attributes is None and link_context is None:
-                links.append(link)
-                continue
-            changed = True
-            links.append(Link(link_context or link.context,
-                              link_attributes if link_attributes is not None else link.attributes))
-        context = self._context(span.context)
-        parent = self._context(span.parent)
-        scope = self._scope(original_scope)
-        resource = self._resources(span.resource)
-        if resource is not span.resource:
+        events: Sequence[Event] = span.events
+        if events:
+            events, events_changed = self._events(events)
+            changed |= events_changed
+        links: Sequence[Link] = span.links
+        if links:
+            links, links_changed = self._links(links)
+            changed |= links_changed
+        found = span.context
+        context = self._context(found) if found is not None and found.trace_state else None
+        found = span.parent
+        parent = self._context(found) if found is not None and found.trace_state else None
+        cached = self._scopes.get(id(original_scope))
+        scope = cached[1] if cached is not None and cached[0] is original_scope else self._scope(original_scope)
+        original_resource = span.resource
+        seen = self._last_resource
+        if seen is not None and seen[0] is original_resource:
+            resource = seen[1]
+        else:
+            resource = self._resources(original_resource)
+            self._last_resource = (original_resource, resource)
+        if resource is not original_resource:
             self._withhold("resource")
         status = span.status
         changed |= (context is not None or parent is not None or scope is not original_scope
-                    or resource is not span.resource or bool(status.description))
+                    or resource is not original_resource or bool(status.description))
         if not changed:
             return span
         return ReadableSpan(

@@ -6,11 +6,11 @@ inside the call may still ask for the current span (an instrumented HTTP client 
 a child, an application adding an attribute), and must get the real one. So the
 generation's context holds this stand-in: the first call on it makes the real span (its
 start time and start attributes as they were) and every call is handed to that span.
+A subclass says how the real span is made (`_make`): the stand-in can then be the record
+of what the span will be made from, one object a call.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext, Status, StatusCode
@@ -18,11 +18,11 @@ from opentelemetry.util import types
 
 
 class LazySpan(trace.Span):
-    __slots__ = ("_make",)
+    __slots__ = ()
 
-    def __init__(self, make: Callable[[], trace.Span]) -> None:
-        """`make` returns the real span, making it on its first call (and the same one after)."""
-        self._make = make
+    def _make(self) -> trace.Span:
+        """The real span, made on the first call (and the same one after)."""
+        raise NotImplementedError
 
     def get_span_context(self) -> SpanContext:
         return self._make().get_span_context()

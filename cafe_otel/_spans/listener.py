@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from time import time_ns
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from cafe.trace.events import (
     GenerationEnded,
@@ -56,23 +55,35 @@ Timestamps = Callable[[TraceEvent], int | None]
 
 
 @dataclass(slots=True)
-class _Pending:
-    """A span made only at its end: what `start_span` will be given then."""
-
-    name: str
-    kind: SpanKind
-    attributes: dict[str, Any]
-    context: otel_context.Context | None
-    start_ns: int
-
-
-@dataclass(slots=True)
 class _Open:
-    span: Span | _Pending
+    span: Span  # a _Pending until the span is made
     token: Any  # the context token to detach at the end (None when not attached)
     conversation_id: str | None
     turn: int | None
     totals: AgentTotals | None = None  # the enclosing shift's, which its model calls add to
+
+
+class _Pending(LazySpan):
+    """A span made only at its end: what `start_span` will be given then, and, while the
+    call runs, its current span (one object for both)."""
+
+    def __init__(self, listener: SpanListener, record: _Open, name: str, kind: SpanKind,
+                 attributes: dict[str, Any], context: otel_context.Context | None, start_ns: int) -> None:
+        self.listener, self.record, self.name, self.kind = listener, record, name, kind
+        self.attributes, self.context, self.start_ns = attributes, context, start_ns
+
+    def _make(self) -> Span:
+        return self.listener._made(self.record)
+
+
+def _learned_span_key() -> str:
+    """The context key the API keeps the current span under, asked of the API: a span's
+    context is then one dictionary made with every value it holds, not one per value."""
+    (key,) = trace.set_span_in_context(trace.INVALID_SPAN, otel_context.Context())
+    return key
+
+
+_SPAN_KEY = _learned_span_key()
 
 
 class SpanListener:
@@ -92,6 +103,7 @@ class SpanListener:
         self._content, self._on_span = capture.enabled, capture.on_span
         self._origin = origin_unix_nano
         self._timestamps = timestamps
+        self._clocked = timestamps is not None or origin_unix_nano is not None  # else the SDK's clock
         self._attach = attach_context
         self._defer = defer_local_generations
         self._open: dict[int, _Open] = {}
@@ -133,37 +145,42 @@ class SpanListener:
             totals = parent.totals
         self.spans_started += 1
         if at_end:
-            start_ns = self._ns(event)
-            record = _Open(_Pending(name, kind, attributes,
-                                    context if context is not None else otel_context.get_current(),
-                                    time_ns() if start_ns is None else start_ns),
-                           None, conversation_id, turn, totals)
+            current = otel_context.get_current()
+            start_ns = self._ns(event) if self._clocked else None
+            record = _Open(INVALID_SPAN, None, conversation_id, turn, totals)
+            record.span = pending = _Pending(self, record, name, kind, attributes,
+                                             context if context is not None else current,
+                                             time_ns() if start_ns is None else start_ns)
             if self._attach:
-                record.token = otel_context.attach(self._current(LazySpan(partial(self._made, record)), kind, totals))
+                record.token = otel_context.attach(self._current(pending, kind, totals, current))
             self._open[event.span_id] = record
             return
         span = self._otel.start_span(name, context=context, kind=kind, attributes=attributes,
-                                     start_time=self._ns(event))
-        token = otel_context.attach(self._current(span, kind, totals)) if self._attach else None
+                                     start_time=self._ns(event) if self._clocked else None)
+        token = otel_context.attach(self._current(span, kind, totals, otel_context.get_current())) \
+            if self._attach else None
         self._open[event.span_id] = _Open(span, token, conversation_id, turn, totals)
 
     @staticmethod
-    def _current(span: Span, kind: SpanKind, totals: AgentTotals | None) -> otel_context.Context:
-        """The context a span is current in: with the shift's totals, for anything that adds
-        to them, and, for a model call (CLIENT), the mark that it has its chat span already
-        (the wire instrumentor makes none of its own then)."""
-        context = trace.set_span_in_context(span)
+    def _current(span: Span, kind: SpanKind, totals: AgentTotals | None,
+                 current: otel_context.Context) -> otel_context.Context:
+        """The context a span is current in (`current` with the span as its span): with the
+        shift's totals, for anything that adds to them, and, for a model call (CLIENT), the
+        mark that it has its chat span already (the wire instrumentor makes none of its own
+        then)."""
+        values = dict(current)
+        values[_SPAN_KEY] = span
         if totals is not None:
-            context = otel_context.set_value(AGENT_TOTALS_KEY, totals, context)
+            values[AGENT_TOTALS_KEY] = totals
         if kind is SpanKind.CLIENT:
-            context = otel_context.set_value(MODEL_CALL_KEY, True, context)
-        return context
+            values[MODEL_CALL_KEY] = True
+        return otel_context.Context(values)
 
     def _made(self, record: _Open, end_attributes: dict[str, Any] | None = None) -> Span:
         """The record's OTel span, made now if it was waiting (for its end, then with
         `end_attributes` too; or because something inside the call looked at it)."""
-        if isinstance(record.span, _Pending):
-            pending = record.span
+        pending = record.span
+        if type(pending) is _Pending:  # not isinstance: an ABC's check is Python code
             attributes = pending.attributes
             if end_attributes:
                 # As if started with the start attributes and then given these: a key set at
@@ -186,8 +203,8 @@ class SpanListener:
             return
         if record.token is not None:
             otel_context.detach(record.token)
-        end = self._ns(event)
-        if isinstance(record.span, _Pending):
+        end = self._ns(event) if self._clocked else None
+        if type(record.span) is _Pending:
             span = self._made(record, attributes)
         else:
             span = record.span
@@ -261,7 +278,8 @@ class SpanListener:
                 finish_reasons=result.finish_reasons if result and result.finish_reasons else (),
                 input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
-        self._end(event, mapping.generation_end(event), event.error_type, mapping.generation_content)
+        self._end(event, mapping.generation_end(event), None if event.error is None else event.error_type,
+                  mapping.generation_content)
 
     def _tool_started(self, event: ToolStarted) -> None:
         conversation_id, turn = self._inherited(event)

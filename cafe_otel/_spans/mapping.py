@@ -138,7 +138,10 @@ def result_attributes(result: GenerationResult | None) -> Attributes:
 
 
 def generation_end(event: GenerationEnded) -> Attributes:
-    return _with_error(result_attributes(event.result), event.error_type)
+    found = result_attributes(event.result)
+    if event.error is not None:  # error_type is a property: not asked on every call
+        found[sc.ERROR_TYPE] = event.error_type
+    return found
 
 
 def chat_content(

@@ -140,6 +140,52 @@ def test_a_delta_collection_holds_only_what_came_since_the_last():
         1, [0, 1, 0], 20, 30)
 
 
+def _call(seconds: float, input_tokens: int) -> dict:
+    return {"provider": "openai", "model": "gpt-4o-mini", "response_model": "gpt-4o-mini", "address": None,
+            "port": None, "seconds": seconds, "input": input_tokens, "output": 7, "fails": False}
+
+
+def test_a_listeners_calls_after_a_delta_collection_are_in_the_next_one_only():
+    # The listener keeps each call's buckets between calls: a delta collection lets them go,
+    # and the next call must record into the stream's new ones, not the collected ones.
+    ours = InProcessMetrics(our_scope())
+    listener = MetricsListener(ours)
+    _feed(listener, [_call(0.5, 10), _call(0.5, 20)], [], StopReason.ANSWERED)
+    first = {m.name: m for m in ours.collect(lambda kind: DELTA, now_ns=10)}
+    _feed(listener, [_call(3.0, 300)], [], StopReason.ANSWERED)
+    second = {m.name: m for m in ours.collect(lambda kind: DELTA, now_ns=20)}
+    duration, tokens = "gen_ai.client.operation.duration", "gen_ai.client.token.usage"
+    assert [(p.count, p.sum) for p in first[duration].data.data_points] == [(2, 1.0)]
+    assert [(p.count, p.sum) for p in second[duration].data.data_points] == [(1, 3.0)]
+    assert sorted((p.count, p.sum) for p in first[tokens].data.data_points) == [(2, 14), (2, 30)]
+    assert sorted((p.count, p.sum) for p in second[tokens].data.data_points) == [(1, 7), (1, 300)]
+    assert ours.collect(lambda kind: DELTA, now_ns=30) == []  # nothing new: nothing to say
+
+
+def test_a_listeners_calls_from_many_threads_are_all_counted():
+    ours = InProcessMetrics(our_scope())
+    listener = MetricsListener(ours)
+    collected: list = []
+
+    def work() -> None:
+        for _ in range(500):
+            _feed(listener, [_call(0.5, 1)], [], StopReason.ANSWERED)
+
+    def collect() -> None:
+        for _ in range(50):
+            collected.extend(ours.collect(lambda kind: DELTA))
+
+    threads = [threading.Thread(target=work) for _ in range(3)] + [threading.Thread(target=collect)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    collected.extend(ours.collect(lambda kind: DELTA))
+    counted = sum(p.count for m in collected if m.name == "gen_ai.client.operation.duration"
+                  for p in m.data.data_points)
+    assert counted == 1500  # none recorded into buckets a collection had already let go
+
+
 def test_a_cumulative_collection_keeps_counting_from_the_first_record():
     ours = InProcessMetrics(our_scope())
     counter = ours.counter("c", unit="1", description="")
