@@ -29,6 +29,7 @@ account's line on stderr. The instrumentor is the `cafe_openai` instrumentor ent
 from __future__ import annotations
 
 import atexit
+import re
 import sys
 import threading
 import time
@@ -44,7 +45,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from cafe_otel import semconv as sc
-from cafe_otel.agent import MODEL_CALL_KEY, current_totals
+from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals
 from cafe_otel.content import CaptureMode, capture_mode
 from cafe_otel.metrics_listener import ChatCall, MetricsListener
 from cafe_otel.scope import our_version
@@ -59,6 +60,30 @@ MAX_EVENT_BYTES = 1024 * 1024  # one server-sent event larger than this is not r
 MAX_CHUNK_GAPS = 100_000  # chunk timings kept for one streamed call
 _CHAT_PATH_SUFFIX = "/chat/completions"
 _EVENT_ENDS = (b"\r\n\r\n", b"\n\n", b"\r\r")
+# (the key as it appears in an event, the `_Answer` attribute, the JSON field)
+_HEAD_FIELDS = ((b'"id"', "id", "id"), (b'"model"', "model", "model"),
+                (b'"system_fingerprint"', "fingerprint", "system_fingerprint"),
+                (b'"service_tier"', "tier", "service_tier"))
+# An event that sets a finish reason (a string, not null) or carries the usage (an object):
+# a key's closing quote is never inside a JSON string (a quote there is escaped), so an
+# event's text cannot fake one; a false match only costs a decode.
+_WANTED_IN_EVENT = re.compile(rb'"(?:finish_reason"\s*:\s*"|usage"\s*:\s*\{)')
+
+
+def _split_events(pending: bytes) -> tuple[list[bytes], bytes]:
+    """The complete server-sent events in `pending` (ended by a blank line, in any of the
+    three line-end styles), and what is left of it."""
+    events: list[bytes] = []
+    while True:
+        end, size = -1, 0
+        for separator in _EVENT_ENDS:
+            found = pending.find(separator)
+            if found != -1 and (end == -1 or found < end):
+                end, size = found, len(separator)
+        if end == -1:
+            return events, pending
+        events.append(pending[:end])
+        pending = pending[end + size:]
 
 
 def provider_of(host: str) -> str:
@@ -159,8 +184,7 @@ class _Answer:
         self.choices: dict[int, dict[str, Any]] | None = None
 
     def read_head(self, document: Mapping[str, Any]) -> None:
-        for attribute, field in (("id", "id"), ("model", "model"), ("fingerprint", "system_fingerprint"),
-                                 ("tier", "service_tier")):
+        for _, attribute, field in _HEAD_FIELDS:
             value = document.get(field)
             if isinstance(value, str) and getattr(self, attribute) is None:
                 setattr(self, attribute, value)
@@ -174,6 +198,10 @@ class _Answer:
             details = usage.get("completion_tokens_details")
             if isinstance(details, dict):
                 self.reasoning_tokens = _int(details.get("reasoning_tokens"))
+
+    def head_missing(self) -> tuple[bytes, ...]:
+        """The JSON keys (quoted, as bytes) of the head fields not known yet."""
+        return tuple(key for key, attribute, _ in _HEAD_FIELDS if getattr(self, attribute) is None)
 
     def read_choices(self, document: Mapping[str, Any], *, delta: bool) -> None:
         choices = document.get("choices")
@@ -244,7 +272,8 @@ class _Answer:
 class _ChatCall:
     """The observer of one chat call: its span, from the request to the call's one end."""
 
-    def __init__(self, observer: GenAIWireObserver, request: WireRequest, body: dict[str, Any]) -> None:
+    def __init__(self, observer: GenAIWireObserver, request: WireRequest, body: dict[str, Any],
+                 context: otel_context.Context) -> None:
         self._observer = observer
         self._started_ns = request.started_ns
         self._attributes = request_attributes(request, body)
@@ -252,19 +281,23 @@ class _ChatCall:
         self._messages = body.get("messages") if observer.capture.enabled else None
         self._tools = body.get("tools") if observer.capture.enabled else None
         self._start_wall = observer.wall_clock()
-        self._totals = current_totals()  # the agent span this call is made under, if any
+        totals = context.get(AGENT_TOTALS_KEY)  # the agent span this call is made under, if any
+        self._totals = totals if isinstance(totals, AgentTotals) else None
         model = self._attributes.get(sc.GEN_AI_REQUEST_MODEL)
         self._name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
         # The span is made when the call ends, in one start_span with its start time and all
         # its attributes (the call's own context is its parent): nothing runs inside it that
         # could look for it, and setting the end attributes on a started span costs more.
-        self._context = otel_context.get_current()
+        self._context = context
         self._status: int | None = None
         self._event_stream = False
         self._answer = _Answer()
         if observer.capture.enabled:
             self._answer.choices = {}
         self._pending = b""
+        # Content captured: every delta is merged into the answer, so every event is decoded.
+        self._decode_every = observer.capture.enabled
+        self._head_missing: tuple[bytes, ...] = ()
         self._body: list[bytes] = []
         self._body_size = 0
         self._first_chunk_ns: int | None = None
@@ -276,7 +309,28 @@ class _ChatCall:
         self._observer.guarded(self._response, response)
 
     def chunk(self, data: bytes, at_ns: int) -> None:
-        self._observer.guarded(self._chunk, data, at_ns)
+        # The one call a streamed answer makes per piece of its body: its work is inline
+        # (no guard call, no helper per piece), and it only splits the events and times them;
+        # an event is decoded only when it says something the span keeps (see `_event`).
+        try:
+            if not self._event_stream:
+                self._body_size += len(data)
+                if self._body_size <= MAX_BODY_BYTES:
+                    self._body.append(data)
+                else:
+                    self._body = []
+                return
+            pending = self._pending + data if self._pending else data
+            if b"\r" in pending:  # CR or CRLF line ends: the general splitter
+                events, pending = _split_events(pending)
+            else:
+                events = pending.split(b"\n\n")
+                pending = events.pop()
+            for event in events:
+                self._event(event, at_ns)
+            self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
+        except Exception as error:  # never into the caller's call
+            self._observer.failed(error)
 
     def end(self, outcome: CallOutcome) -> None:
         self._observer.guarded(self._end, outcome)
@@ -286,46 +340,34 @@ class _ChatCall:
         self._status = response.status
         self._event_stream = response.is_event_stream
 
-    def _chunk(self, data: bytes, at_ns: int) -> None:
-        if self._event_stream:
-            self._events(data, at_ns)
-            return
-        self._body_size += len(data)
-        if self._body_size <= MAX_BODY_BYTES:
-            self._body.append(data)
-        else:
-            self._body = []
-
-    def _events(self, data: bytes, at_ns: int) -> None:
-        pending = self._pending + data if self._pending else data
-        while True:
-            end, size = -1, 0
-            for separator in _EVENT_ENDS:
-                found = pending.find(separator)
-                if found != -1 and (end == -1 or found < end):
-                    end, size = found, len(separator)
-            if end == -1:
-                break
-            self._event(pending[:end], at_ns)
-            pending = pending[end + size:]
-        self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
-
     def _event(self, event: bytes, at_ns: int) -> None:
-        payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
+        if event.startswith(b"data:") and b"\n" not in event and b"\r" not in event:
+            payload = event[5:].lstrip(b" ")  # one `data:` line: the usual event
+        else:
+            payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
         if not payload or payload == b"[DONE]":
             return
-        if self._first_chunk_ns is None:
+        first = self._first_chunk_ns is None
+        if first:
             self._first_chunk_ns = at_ns
         elif self._last_chunk_ns is not None and len(self._gaps) < MAX_CHUNK_GAPS:
             self._gaps.append((at_ns - self._last_chunk_ns) / 1e9)
         self._last_chunk_ns = at_ns
+        # With content off, the span needs the answer's head (from the first event, or a
+        # later one naming a field still unknown), its finish reasons and its usage: the
+        # events in between (the words, the argument pieces) are timed, never decoded.
+        if not (first or self._decode_every or _WANTED_IN_EVENT.search(payload) is not None
+                or (self._head_missing and any(key in payload for key in self._head_missing))):
+            return
         try:
             document = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return
         if isinstance(document, dict):
-            self._answer.read_head(document)
-            self._answer.read_choices(document, delta=True)
+            answer = self._answer
+            answer.read_head(document)
+            answer.read_choices(document, delta=True)
+            self._head_missing = answer.head_missing()
 
     def _read_body(self) -> None:
         if not self._body:
@@ -417,25 +459,26 @@ class GenAIWireObserver:
     def start(self, request: WireRequest) -> _ChatCall | None:
         if request.method != "POST" or not request.path.endswith(_CHAT_PATH_SUFFIX):
             return None
-        if otel_context.get_value(MODEL_CALL_KEY):  # a café generation: its chat span exists
+        context = otel_context.get_current()  # read once: the call's parent, totals and mark
+        if context.get(MODEL_CALL_KEY):  # a café generation: its chat span exists
             return None
         try:
             self._note_secret(request)
             body = request.json()
             if not isinstance(body, dict):
                 return None
-            return _ChatCall(self, request, body)
+            return _ChatCall(self, request, body, context)
         except Exception as error:
-            self._failed(error)
+            self.failed(error)
             return None
 
     def guarded(self, action: Callable[..., None], *arguments: Any) -> None:
         try:
             action(*arguments)
         except Exception as error:  # never into the caller's call
-            self._failed(error)
+            self.failed(error)
 
-    def _failed(self, error: Exception) -> None:
+    def failed(self, error: Exception) -> None:
         if self._on_error is not None:
             try:
                 self._on_error(f"wire observer raised {type(error).__name__}")
