@@ -34,6 +34,7 @@ def wire_response(response: httpx2.Response, at_ns: int) -> WireResponse:
 
 
 _DONE_EVENTS = (b"data: [DONE]\n\n", b"data: [DONE]\r\n\r\n", b"data: [DONE]\r\r")
+_TAIL = max(len(done) for done in _DONE_EVENTS)
 
 
 class _Call:
@@ -54,7 +55,8 @@ class _Call:
 
     def chunk(self, data: bytes) -> None:
         at_ns = self._clock()
-        self._tail = (self._tail + data)[-len(_DONE_EVENTS[0]) - 2:]
+        # Only the end of what was read is kept (to tell a finished stream from one left early).
+        self._tail = data[-_TAIL:] if len(data) >= _TAIL else (self._tail + data)[-_TAIL:]
         for observer in self.observers:
             observer.chunk(data, at_ns)
 
