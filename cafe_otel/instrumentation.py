@@ -184,11 +184,17 @@ class _Answer:
         self.choices: dict[int, dict[str, Any]] | None = None
 
     def read_head(self, document: Mapping[str, Any]) -> None:
-        for _, attribute, field in _HEAD_FIELDS:
-            value = document.get(field)
-            if isinstance(value, str) and getattr(self, attribute) is None:
-                setattr(self, attribute, value)
-        usage = document.get("usage")
+        # Field by field, not a loop over names: it runs for every decoded document.
+        get = document.get
+        if self.id is None and isinstance(value := get("id"), str):
+            self.id = value
+        if self.model is None and isinstance(value := get("model"), str):
+            self.model = value
+        if self.fingerprint is None and isinstance(value := get("system_fingerprint"), str):
+            self.fingerprint = value
+        if self.tier is None and isinstance(value := get("service_tier"), str):
+            self.tier = value
+        usage = get("usage")
         if isinstance(usage, dict):
             self.input_tokens = _int(usage.get("prompt_tokens"))
             self.output_tokens = _int(usage.get("completion_tokens"))
@@ -247,20 +253,28 @@ class _Answer:
             if isinstance(function.get("arguments"), str):
                 known["function"]["arguments"] += function["arguments"]
 
-    def attributes(self) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for key, value in ((sc.GEN_AI_RESPONSE_ID, self.id), (sc.GEN_AI_RESPONSE_MODEL, self.model),
-                           (sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT, self.fingerprint),
-                           (sc.OPENAI_RESPONSE_SERVICE_TIER, self.tier),
-                           (sc.GEN_AI_USAGE_INPUT_TOKENS, self.input_tokens),
-                           (sc.GEN_AI_USAGE_OUTPUT_TOKENS, self.output_tokens),
-                           (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, self.cached_tokens),
-                           (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, self.reasoning_tokens)):
-            if value is not None:
-                found[key] = value
-        if self.finish:
-            found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(self.finish[index] for index in sorted(self.finish))
-        return found
+    def add_attributes(self, found: dict[str, Any]) -> None:
+        """Adds the span's end attributes (those the answer set) to `found`."""
+        if self.id is not None:
+            found[sc.GEN_AI_RESPONSE_ID] = self.id
+        if self.model is not None:
+            found[sc.GEN_AI_RESPONSE_MODEL] = self.model
+        if self.fingerprint is not None:
+            found[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = self.fingerprint
+        if self.tier is not None:
+            found[sc.OPENAI_RESPONSE_SERVICE_TIER] = self.tier
+        if self.input_tokens is not None:
+            found[sc.GEN_AI_USAGE_INPUT_TOKENS] = self.input_tokens
+        if self.output_tokens is not None:
+            found[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = self.output_tokens
+        if self.cached_tokens is not None:
+            found[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = self.cached_tokens
+        if self.reasoning_tokens is not None:
+            found[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = self.reasoning_tokens
+        finish = self.finish
+        if finish:
+            found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (tuple(finish.values()) if len(finish) == 1
+                                                        else tuple(finish[index] for index in sorted(finish)))
 
     def response_document(self) -> dict[str, Any]:
         """The answer as a chat-completions document, for the content attributes."""
@@ -278,8 +292,9 @@ class _ChatCall:
         self._started_ns = request.started_ns
         self._attributes = request_attributes(request, body)
         self._stream = self._attributes[sc.GEN_AI_REQUEST_STREAM]
-        self._messages = body.get("messages") if observer.capture.enabled else None
-        self._tools = body.get("tools") if observer.capture.enabled else None
+        capturing = observer.capturing
+        self._messages = body.get("messages") if capturing else None
+        self._tools = body.get("tools") if capturing else None
         self._start_wall = observer.wall_clock()
         totals = context.get(AGENT_TOTALS_KEY)  # the agent span this call is made under, if any
         self._totals = totals if isinstance(totals, AgentTotals) else None
@@ -292,11 +307,11 @@ class _ChatCall:
         self._status: int | None = None
         self._event_stream = False
         self._answer = _Answer()
-        if observer.capture.enabled:
+        if capturing:
             self._answer.choices = {}
         self._pending = b""
         # Content captured: every delta is merged into the answer, so every event is decoded.
-        self._decode_every = observer.capture.enabled
+        self._decode_every = capturing
         self._head_missing: tuple[bytes, ...] = ()
         self._body: list[bytes] = []
         self._body_size = 0
@@ -381,15 +396,16 @@ class _ChatCall:
             self._answer.read_choices(document, delta=False)
 
     def _end(self, outcome: CallOutcome) -> None:
-        from cafe.wire import OutcomeKind
-
         answer = self._answer
+        observer = self._observer
         status = self._status
         if not self._event_stream and (status is None or status < 400):
             self._read_body()
-        found = answer.attributes()
+        found = dict(self._attributes)  # the start attributes, then the answer's
+        answer.add_attributes(found)
         error_type: str | None = None
-        if outcome.kind is OutcomeKind.FAILED:
+        failed = outcome.kind is observer.failed_kind
+        if failed:
             error_type = outcome.error_type or "_OTHER"
         elif status is not None and status >= 400:
             error_type = str(status)
@@ -397,13 +413,12 @@ class _ChatCall:
             found[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (self._first_chunk_ns - self._started_ns) / 1e9
         if error_type is not None:
             found[sc.ERROR_TYPE] = error_type
-        observer = self._observer
-        if observer.capture.on_span and isinstance(self._messages, list):
+        if observer.capturing and isinstance(self._messages, list):
             found.update(chat_content(self._messages, answer.response_document() if answer.choices else None,
                                       self._tools if isinstance(self._tools, list) else None))
         end_wall = self._start_wall + max(outcome.at_ns - self._started_ns, 0)
         span = observer.tracer.start_span(self._name, context=self._context, kind=SpanKind.CLIENT,
-                                          attributes={**self._attributes, **found}, start_time=self._start_wall)
+                                          attributes=found, start_time=self._start_wall)
         if self._totals is not None:
             self._totals.add_call(
                 input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
@@ -413,7 +428,7 @@ class _ChatCall:
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR))  # no description: it would be free text
-            if outcome.kind is OutcomeKind.FAILED:
+            if failed:
                 span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type}, timestamp=end_wall)
         span.end(end_time=end_wall)
         if observer.metrics is not None:
@@ -450,6 +465,10 @@ class GenAIWireObserver:
         self.tracer = tracer
         self.metrics = metrics
         self.capture = capture
+        self.capturing = capture.on_span  # read on every call: a plain attribute
+        from cafe.wire import OutcomeKind  # the seam this observes: loaded with it
+
+        self.failed_kind = OutcomeKind.FAILED
         self.wall_clock = wall_clock
         self._on_secret = on_secret
         self._on_error = on_error

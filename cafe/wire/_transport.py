@@ -17,6 +17,16 @@ Clock = Callable[[], int]
 
 
 def _headers(pairs: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    pairs = list(pairs)
+    if not pairs:
+        return ()
+    # All names, and all values, decoded in one go each (this runs twice a call): joined by
+    # a line end, which no header holds (HTTP forbids it; if one did, the count tells).
+    raw_names, raw_values = zip(*pairs, strict=True)
+    names = b"\n".join(raw_names).decode("latin-1").lower().split("\n")
+    values = b"\n".join(raw_values).decode("latin-1").split("\n")
+    if len(names) == len(values) == len(pairs):
+        return tuple(zip(names, values, strict=True))
     return tuple((name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in pairs)
 
 
