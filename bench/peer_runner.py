@@ -5,6 +5,10 @@ each `sample N` line on stdin gets one JSON line (seconds a call over N calls, w
 and `finish` gets the result: the spans the do-nothing exporter received, the metric points
 recorded, the versions that ran. A span carrying message text fails the variant.
 
+`python -m bench.peer_runner SPEC.json count N` is the process callgrind counts: set up, warm
+up, flush and collect, then N more calls, flush and collect, then the result (checked as
+above) on stdout. Its count with N minus its count with 0, over N, is one call's instructions.
+
 It imports nothing of cafe unless the variant is ours (`bare`, `bare_live` and `ours` run in
 the project's venv; the peers in their own), so in a peer's virtualenv only the `openai` SDK,
 the OpenTelemetry SDK and the peer are loaded. An unusable variant exits 2 with one line on stderr.
@@ -147,7 +151,15 @@ def _sdk_call(spec: dict[str, Any]) -> Callable[[], Any]:
     return call
 
 
-def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
+Prepared = tuple[Callable[[], Any], Callable[[], dict[str, Any]], Callable[[], object]]
+"""(one call, the finish: flush, then the versions and counts; a flush of what is queued)"""
+
+
+def _nothing() -> None:
+    return None
+
+
+def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -175,10 +187,10 @@ def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any
                  "version": metadata.version(distribution)}
         provider.shutdown()
         return found
-    return _sdk_call(spec), finish
+    return _sdk_call(spec), finish, lambda: provider.force_flush(10_000)
 
 
-def _bare_live(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
+def _bare_live(spec: dict[str, Any]) -> Prepared:
     from cafe.clients.live import LiveClient
     from cafe.clients.settings import LiveSettings
 
@@ -186,10 +198,10 @@ def _bare_live(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], di
                                       "CAFE_MODEL": spec["model"]})
     live = LiveClient(settings, http_client=mock_http_client(spec["body"]))
     messages, tools = spec["messages"], spec["tools"]
-    return (lambda: live.chat(messages, tools, 0.0)), dict
+    return (lambda: live.chat(messages, tools, 0.0)), dict, _nothing
 
 
-def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]]]:
+def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     """The bare SDK call under our instrumentor (`cafe_otel.instrumentation`, on the wire
     seam), reporting through `configure()`'s pipeline: content off, as figure 1 builds it;
     with metrics, the handle's MetricsListener on its in-process streams."""
@@ -206,7 +218,7 @@ def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> tuple[Callable[[], Any
                  "dropped": handle.account.dropped, "version": metadata.version("cafe-otel")}
         handle.shutdown(2.0)
         return found
-    return call, finish
+    return call, finish, lambda: handle.force_flush(10.0)
 
 
 def _content_found(span: Any, markers: Sequence[str]) -> str | None:
@@ -221,23 +233,37 @@ def _content_found(span: Any, markers: Sequence[str]) -> str | None:
     return None
 
 
-def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]], _KeepingFirst | None]:
-    """The variant's call, its finish (flush, versions) and its span keeper, warmed up."""
+def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[str, Any]], _KeepingFirst | None,
+                                           Callable[[], object]]:
+    """The variant's call, its finish (flush, versions), its span keeper and its flush, warmed up."""
     variant = spec["variant"]
     keeper = _KeepingFirst() if variant not in ("bare", "bare_live") else None
     if variant == "bare":
-        call, finish = _sdk_call(spec), dict
+        call, finish, flush = _sdk_call(spec), dict, _nothing
     elif variant in PEERS:
-        call, finish = _peer(spec, keeper)
+        call, finish, flush = _peer(spec, keeper)
     elif variant == "bare_live":
-        call, finish = _bare_live(spec)
+        call, finish, flush = _bare_live(spec)
     elif variant == "ours":
-        call, finish = _ours(spec, keeper)
+        call, finish, flush = _ours(spec, keeper)
     else:
         raise Unusable(f"unknown variant {variant!r}")
     for _ in range(spec["warmup"]):
         call()
-    return call, finish, keeper
+    return call, finish, keeper, flush
+
+
+def counted(spec: dict[str, Any], extra: int) -> dict[str, Any]:
+    """What callgrind counts: the warm-up, a flush and a collection, then `extra` more calls,
+    a flush and a collection (so each phase pays for its own spans' export and garbage)."""
+    call, finish, keeper, flush = prepare(spec)
+    flush()
+    gc.collect()
+    for _ in range(extra):
+        call()
+    flush()
+    gc.collect()
+    return conclude(spec, finish, keeper, spec["warmup"] + extra)
 
 
 def sample(call: Callable[[], Any], calls: int) -> dict[str, float]:
@@ -278,13 +304,17 @@ def main(argv: list[str]) -> int:
     """Prepare, say `ready`, then answer the parent's lines: `sample N` with one JSON sample,
     `finish` with the JSON result (then exit). The parent hands out the samples in turn so
     that all variants of a round are measured at the same moments of a noisy machine."""
-    if len(argv) != 1:
-        print("usage: python -m bench.peer_runner SPEC.json", file=sys.stderr)
+    counting = len(argv) == 3 and argv[1] == "count" and argv[2].isdigit()
+    if len(argv) != 1 and not counting:
+        print("usage: python -m bench.peer_runner SPEC.json [count N]", file=sys.stderr)
         return 2
     with open(argv[0], encoding="utf-8") as handle:
         spec = json.load(handle)
     try:
-        call, finish, keeper = prepare(spec)
+        if counting:
+            print(json.dumps(counted(spec, int(argv[2]))), flush=True)
+            return 0
+        call, finish, keeper, _flush = prepare(spec)
         calls = spec["warmup"]
         print("ready", flush=True)
         for line in sys.stdin:

@@ -42,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench import instructions
 from bench.stats import Paired, median
 from bench.synthetic import MODEL, synthetic_calls
 from bench.table import Figure
@@ -353,12 +354,142 @@ def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = 
     # fastest sample is a steadier estimate; shown beside the medians as a cross-check.
     fastest = Paired({v.key: [taken[v.key]["fastest"] for taken in by_round] for v in kept})
     results = {v.key: [taken[v.key] for taken in by_round] for v in kept}
-    figures = _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls, smoke,
-                       ours_metrics)
+    figures = _counted_figures(variants, spec, blocked, smoke, stream)
+    figures += _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls, smoke,
+                        ours_metrics)
     if stream:
         for figure in figures:
             figure.name = figure.name.replace("chat call", "streamed chat call").replace(": added per call",
                                                                                          ", streamed: added per call")
+    return figures
+
+
+COUNT_WARMUP = 20  # calls before the counted ones, in both processes of a variant
+COUNT_CALLS = 50  # the counted calls: minutes each under valgrind, and no noise to average out
+COUNT_PARALLEL = 3
+
+
+@dataclass(frozen=True)
+class Counted:
+    caller: float  # instructions a call on the calling thread
+    process: float  # instructions a call over every thread (the export worker's included)
+
+
+def _counted_run(variant: Variant, spec: dict[str, Any], extra: int, workdir: Path) -> tuple[int, int]:
+    """(calling thread's, every thread's instructions) of `variant`'s process making `extra`
+    calls after its warm-up, under callgrind."""
+    out = workdir / f"callgrind-{variant.key}-{'stream' if spec['stream'] else 'plain'}-{extra}"
+    out.mkdir(parents=True)
+    path = out / "spec.json"
+    path.write_text(json.dumps({**spec, "variant": variant.runner, "metrics": variant.metrics}))
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}/callgrind.out.%p",
+         variant.python, "-m", "bench.peer_runner", str(path), "count", str(extra)],
+        capture_output=True, text=True, cwd=ROOT, env=_child_env(variant.env), timeout=3600)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("==")]
+        raise RuntimeError(f"{variant.key}: {(lines or [f'exit {done.returncode}'])[-1][:300]}")
+    return instructions._totals(out)
+
+
+def count_variants(variants: list[Variant], spec: dict[str, Any], workdir: Path, calls: int = COUNT_CALLS,
+                   parallel: int = COUNT_PARALLEL) -> tuple[dict[str, Counted], dict[str, str]]:
+    """Each variant's instructions a call (its process with `calls` calls after the warm-up,
+    minus its process with only the warm-up), and the variants that could not be counted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runs = [(variant, extra) for variant in variants for extra in (0, calls)]
+
+    def one(run: tuple[Variant, int]) -> tuple[int, int] | str:
+        try:
+            return _counted_run(run[0], spec, run[1], workdir)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+            return str(error)
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        totals = dict(zip([(v.key, extra) for v, extra in runs], pool.map(one, runs), strict=True))
+    counts: dict[str, Counted] = {}
+    failed: dict[str, str] = {}
+    for variant in variants:
+        base, whole = totals[variant.key, 0], totals[variant.key, calls]
+        if isinstance(base, str) or isinstance(whole, str):
+            failed[variant.key] = base if isinstance(base, str) else str(whole)
+            continue
+        counts[variant.key] = Counted((whole[0] - base[0]) / calls, (whole[1] - base[1]) / calls)
+    return counts, failed
+
+
+def _label(key: str) -> str:
+    peer = next((p for p in PEERS if p.name == key.removesuffix("+metrics")), None)
+    name = peer.label if peer else "ours (cafe_otel's instrumentor)" if key.startswith("ours") else key
+    if key.endswith("+metrics"):
+        return name + ", spans + metrics"
+    return name + (", spans only" if key.startswith("ours") else "")
+
+
+def _counted_figures(variants: list[Variant], spec: dict[str, Any], blocked: dict[str, str], smoke: bool,
+                     stream: bool) -> list[Figure]:
+    """The verdict's figures: each variant's instructions a call, minus the bare call's, by
+    callgrind (load does not change them); ours against every peer and the official one."""
+    what = "chat call"  # run_one names the streamed call's rows
+    verdict_rows = [("ours", "official"), ("ours+metrics", "official+metrics")]
+    why = ("smoke run" if smoke else "valgrind is not installed (apt-get install valgrind)"
+           if not instructions.available() else "")
+    if why:
+        return [Figure(9, f"{_label(ours)}: added instructions per {what}", None, "k instr",
+                       "<= 0.25x official, least of all", None, f"not counted: {why}") for ours, _ in verdict_rows]
+    with tempfile.TemporaryDirectory(prefix="cafe-bench-peers-count-") as tmp:
+        counts, failed = count_variants(variants, {**spec, "warmup": COUNT_WARMUP}, Path(tmp))
+    if "bare" not in counts:
+        raise RuntimeError(f"the bare call could not be counted: {failed.get('bare')}")
+    bare = counts["bare"]
+    how = (f"callgrind, (instructions after {COUNT_WARMUP + COUNT_CALLS} calls - after {COUNT_WARMUP}) / "
+           f"{COUNT_CALLS}, a process a variant, PYTHONHASHSEED=0")
+    figures = [Figure(9, f"bare openai SDK {what}, mock transport: instructions a call", bare.process / 1e3,
+                      "k instr", "", None, f"{how}; calling thread {bare.caller / 1e3:,.0f}k")]
+    added = {key: (found.process - bare.process, found.caller - bare.caller)
+             for key, found in counts.items() if key != "bare"}
+    for variant in variants:
+        if variant.key in ("bare", "ours", "ours+metrics"):
+            continue
+        if variant.key not in added:
+            figures.append(Figure(9, f"{_label(variant.key)}: added instructions per {what}", None, "k instr",
+                                  note=f"not counted: {failed.get(variant.key, 'no count')}"))
+            continue
+        process, caller = added[variant.key]
+        figures.append(Figure(9, f"{_label(variant.key)}: added instructions per {what}", process / 1e3, "k instr",
+                              note=f"whole process; {process / bare.process:.1%} of the bare call; calling thread "
+                                   f"{caller / 1e3:,.0f}k"))
+    for peer in PEERS:
+        if peer.name in blocked:
+            figures.append(Figure(9, f"{_label(peer.name)}: added instructions per {what}", None, "k instr",
+                                  note=f"blocked: {blocked[peer.name]}"))
+    for ours, official in verdict_rows:
+        title = f"{_label(ours)}: added instructions per {what}"
+        if ours not in {v.key for v in variants}:
+            continue
+        if ours not in added:
+            figures.append(Figure(9, title, None, "k instr", "<= 0.25x official, least of all", None,
+                                  f"blocked: {failed.get(ours, 'not counted')}"))
+            continue
+        process, caller = added[ours]
+        # Each peer with metrics is compared with ours with metrics; OpenInference records none.
+        rivals = {key: value for key, value in added.items() if not key.startswith("ours")
+                  and (key.endswith("+metrics") == ours.endswith("+metrics") or key == "openinference")}
+        reference = added.get(official)
+        beaten = [key for key, value in rivals.items() if value[0] <= process]
+        ratio = process / reference[0] if reference and reference[0] > 0 else None
+        caller_ratio = caller / reference[1] if reference and reference[1] > 0 else None
+        met = None if ratio is None else ratio <= 0.25 and not beaten
+        note = ("whole process (the export worker's check and export included); "
+                + (f"{ratio:.2f}x what {official} adds ({reference[0] / 1e3:,.0f}k); " if ratio is not None
+                   else f"{official} not counted; ")
+                + f"calling thread {caller / 1e3:,.0f}k"
+                + (f" ({caller_ratio:.2f}x {official}'s {reference[1] / 1e3:,.0f}k)" if caller_ratio is not None
+                   and reference else ""))
+        if beaten:
+            note += f"; not below {', '.join(beaten)}"
+        figures.append(Figure(9, title, process / 1e3, "k instr", "<= 0.25x official, least of all", met, note))
     return figures
 
 

@@ -29,6 +29,7 @@ account's line on stderr. The instrumentor is the `cafe_openai` instrumentor ent
 from __future__ import annotations
 
 import atexit
+import re
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from cafe_otel import semconv as sc
 from cafe_otel._metrics.listener import ChatCall, MetricsListener
 from cafe_otel._spans.content import CaptureMode, capture_mode
 from cafe_otel._spans.scope import our_version
-from cafe_otel.agent import MODEL_CALL_KEY, current_totals
+from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals
 
 if TYPE_CHECKING:
     from cafe.wire import CallOutcome, WireLayer, WireRequest, WireResponse
@@ -59,6 +60,30 @@ MAX_EVENT_BYTES = 1024 * 1024  # one server-sent event larger than this is not r
 MAX_CHUNK_GAPS = 100_000  # chunk timings kept for one streamed call
 _CHAT_PATH_SUFFIX = "/chat/completions"
 _EVENT_ENDS = (b"\r\n\r\n", b"\n\n", b"\r\r")
+# (the key as it appears in an event, the `_Answer` attribute, the JSON field)
+_HEAD_FIELDS = ((b'"id"', "id", "id"), (b'"model"', "model", "model"),
+                (b'"system_fingerprint"', "fingerprint", "system_fingerprint"),
+                (b'"service_tier"', "tier", "service_tier"))
+# An event that sets a finish reason (a string, not null) or carries the usage (an object):
+# a key's closing quote is never inside a JSON string (a quote there is escaped), so an
+# event's text cannot fake one; a false match only costs a decode.
+_WANTED_IN_EVENT = re.compile(rb'"(?:finish_reason"\s*:\s*"|usage"\s*:\s*\{)')
+
+
+def _split_events(pending: bytes) -> tuple[list[bytes], bytes]:
+    """The complete server-sent events in `pending` (ended by a blank line, in any of the
+    three line-end styles), and what is left of it."""
+    events: list[bytes] = []
+    while True:
+        end, size = -1, 0
+        for separator in _EVENT_ENDS:
+            found = pending.find(separator)
+            if found != -1 and (end == -1 or found < end):
+                end, size = found, len(separator)
+        if end == -1:
+            return events, pending
+        events.append(pending[:end])
+        pending = pending[end + size:]
 
 
 def provider_of(host: str) -> str:
@@ -159,12 +184,17 @@ class _Answer:
         self.choices: dict[int, dict[str, Any]] | None = None
 
     def read_head(self, document: Mapping[str, Any]) -> None:
-        for attribute, field in (("id", "id"), ("model", "model"), ("fingerprint", "system_fingerprint"),
-                                 ("tier", "service_tier")):
-            value = document.get(field)
-            if isinstance(value, str) and getattr(self, attribute) is None:
-                setattr(self, attribute, value)
-        usage = document.get("usage")
+        # Field by field, not a loop over names: it runs for every decoded document.
+        get = document.get
+        if self.id is None and isinstance(value := get("id"), str):
+            self.id = value
+        if self.model is None and isinstance(value := get("model"), str):
+            self.model = value
+        if self.fingerprint is None and isinstance(value := get("system_fingerprint"), str):
+            self.fingerprint = value
+        if self.tier is None and isinstance(value := get("service_tier"), str):
+            self.tier = value
+        usage = get("usage")
         if isinstance(usage, dict):
             self.input_tokens = _int(usage.get("prompt_tokens"))
             self.output_tokens = _int(usage.get("completion_tokens"))
@@ -174,6 +204,10 @@ class _Answer:
             details = usage.get("completion_tokens_details")
             if isinstance(details, dict):
                 self.reasoning_tokens = _int(details.get("reasoning_tokens"))
+
+    def head_missing(self) -> tuple[bytes, ...]:
+        """The JSON keys (quoted, as bytes) of the head fields not known yet."""
+        return tuple(key for key, attribute, _ in _HEAD_FIELDS if getattr(self, attribute) is None)
 
     def read_choices(self, document: Mapping[str, Any], *, delta: bool) -> None:
         choices = document.get("choices")
@@ -219,20 +253,28 @@ class _Answer:
             if isinstance(function.get("arguments"), str):
                 known["function"]["arguments"] += function["arguments"]
 
-    def attributes(self) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for key, value in ((sc.GEN_AI_RESPONSE_ID, self.id), (sc.GEN_AI_RESPONSE_MODEL, self.model),
-                           (sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT, self.fingerprint),
-                           (sc.OPENAI_RESPONSE_SERVICE_TIER, self.tier),
-                           (sc.GEN_AI_USAGE_INPUT_TOKENS, self.input_tokens),
-                           (sc.GEN_AI_USAGE_OUTPUT_TOKENS, self.output_tokens),
-                           (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, self.cached_tokens),
-                           (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, self.reasoning_tokens)):
-            if value is not None:
-                found[key] = value
-        if self.finish:
-            found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(self.finish[index] for index in sorted(self.finish))
-        return found
+    def add_attributes(self, found: dict[str, Any]) -> None:
+        """Adds the span's end attributes (those the answer set) to `found`."""
+        if self.id is not None:
+            found[sc.GEN_AI_RESPONSE_ID] = self.id
+        if self.model is not None:
+            found[sc.GEN_AI_RESPONSE_MODEL] = self.model
+        if self.fingerprint is not None:
+            found[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = self.fingerprint
+        if self.tier is not None:
+            found[sc.OPENAI_RESPONSE_SERVICE_TIER] = self.tier
+        if self.input_tokens is not None:
+            found[sc.GEN_AI_USAGE_INPUT_TOKENS] = self.input_tokens
+        if self.output_tokens is not None:
+            found[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = self.output_tokens
+        if self.cached_tokens is not None:
+            found[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = self.cached_tokens
+        if self.reasoning_tokens is not None:
+            found[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = self.reasoning_tokens
+        finish = self.finish
+        if finish:
+            found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (tuple(finish.values()) if len(finish) == 1
+                                                        else tuple(finish[index] for index in sorted(finish)))
 
     def response_document(self) -> dict[str, Any]:
         """The answer as a chat-completions document, for the content attributes."""
@@ -244,27 +286,33 @@ class _Answer:
 class _ChatCall:
     """The observer of one chat call: its span, from the request to the call's one end."""
 
-    def __init__(self, observer: GenAIWireObserver, request: WireRequest, body: dict[str, Any]) -> None:
+    def __init__(self, observer: GenAIWireObserver, request: WireRequest, body: dict[str, Any],
+                 context: otel_context.Context) -> None:
         self._observer = observer
         self._started_ns = request.started_ns
         self._attributes = request_attributes(request, body)
         self._stream = self._attributes[sc.GEN_AI_REQUEST_STREAM]
-        self._messages = body.get("messages") if observer.capture.enabled else None
-        self._tools = body.get("tools") if observer.capture.enabled else None
+        capturing = observer.capturing
+        self._messages = body.get("messages") if capturing else None
+        self._tools = body.get("tools") if capturing else None
         self._start_wall = observer.wall_clock()
-        self._totals = current_totals()  # the agent span this call is made under, if any
+        totals = context.get(AGENT_TOTALS_KEY)  # the agent span this call is made under, if any
+        self._totals = totals if isinstance(totals, AgentTotals) else None
         model = self._attributes.get(sc.GEN_AI_REQUEST_MODEL)
         self._name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
         # The span is made when the call ends, in one start_span with its start time and all
         # its attributes (the call's own context is its parent): nothing runs inside it that
         # could look for it, and setting the end attributes on a started span costs more.
-        self._context = otel_context.get_current()
+        self._context = context
         self._status: int | None = None
         self._event_stream = False
         self._answer = _Answer()
-        if observer.capture.enabled:
+        if capturing:
             self._answer.choices = {}
         self._pending = b""
+        # Content captured: every delta is merged into the answer, so every event is decoded.
+        self._decode_every = capturing
+        self._head_missing: tuple[bytes, ...] = ()
         self._body: list[bytes] = []
         self._body_size = 0
         self._first_chunk_ns: int | None = None
@@ -276,7 +324,28 @@ class _ChatCall:
         self._observer.guarded(self._response, response)
 
     def chunk(self, data: bytes, at_ns: int) -> None:
-        self._observer.guarded(self._chunk, data, at_ns)
+        # The one call a streamed answer makes per piece of its body: its work is inline
+        # (no guard call, no helper per piece), and it only splits the events and times them;
+        # an event is decoded only when it says something the span keeps (see `_event`).
+        try:
+            if not self._event_stream:
+                self._body_size += len(data)
+                if self._body_size <= MAX_BODY_BYTES:
+                    self._body.append(data)
+                else:
+                    self._body = []
+                return
+            pending = self._pending + data if self._pending else data
+            if b"\r" in pending:  # CR or CRLF line ends: the general splitter
+                events, pending = _split_events(pending)
+            else:
+                events = pending.split(b"\n\n")
+                pending = events.pop()
+            for event in events:
+                self._event(event, at_ns)
+            self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
+        except Exception as error:  # never into the caller's call
+            self._observer.failed(error)
 
     def end(self, outcome: CallOutcome) -> None:
         self._observer.guarded(self._end, outcome)
@@ -286,46 +355,34 @@ class _ChatCall:
         self._status = response.status
         self._event_stream = response.is_event_stream
 
-    def _chunk(self, data: bytes, at_ns: int) -> None:
-        if self._event_stream:
-            self._events(data, at_ns)
-            return
-        self._body_size += len(data)
-        if self._body_size <= MAX_BODY_BYTES:
-            self._body.append(data)
-        else:
-            self._body = []
-
-    def _events(self, data: bytes, at_ns: int) -> None:
-        pending = self._pending + data if self._pending else data
-        while True:
-            end, size = -1, 0
-            for separator in _EVENT_ENDS:
-                found = pending.find(separator)
-                if found != -1 and (end == -1 or found < end):
-                    end, size = found, len(separator)
-            if end == -1:
-                break
-            self._event(pending[:end], at_ns)
-            pending = pending[end + size:]
-        self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
-
     def _event(self, event: bytes, at_ns: int) -> None:
-        payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
+        if event.startswith(b"data:") and b"\n" not in event and b"\r" not in event:
+            payload = event[5:].lstrip(b" ")  # one `data:` line: the usual event
+        else:
+            payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
         if not payload or payload == b"[DONE]":
             return
-        if self._first_chunk_ns is None:
+        first = self._first_chunk_ns is None
+        if first:
             self._first_chunk_ns = at_ns
         elif self._last_chunk_ns is not None and len(self._gaps) < MAX_CHUNK_GAPS:
             self._gaps.append((at_ns - self._last_chunk_ns) / 1e9)
         self._last_chunk_ns = at_ns
+        # With content off, the span needs the answer's head (from the first event, or a
+        # later one naming a field still unknown), its finish reasons and its usage: the
+        # events in between (the words, the argument pieces) are timed, never decoded.
+        if not (first or self._decode_every or _WANTED_IN_EVENT.search(payload) is not None
+                or (self._head_missing and any(key in payload for key in self._head_missing))):
+            return
         try:
             document = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return
         if isinstance(document, dict):
-            self._answer.read_head(document)
-            self._answer.read_choices(document, delta=True)
+            answer = self._answer
+            answer.read_head(document)
+            answer.read_choices(document, delta=True)
+            self._head_missing = answer.head_missing()
 
     def _read_body(self) -> None:
         if not self._body:
@@ -339,15 +396,16 @@ class _ChatCall:
             self._answer.read_choices(document, delta=False)
 
     def _end(self, outcome: CallOutcome) -> None:
-        from cafe.wire import OutcomeKind
-
         answer = self._answer
+        observer = self._observer
         status = self._status
         if not self._event_stream and (status is None or status < 400):
             self._read_body()
-        found = answer.attributes()
+        found = dict(self._attributes)  # the start attributes, then the answer's
+        answer.add_attributes(found)
         error_type: str | None = None
-        if outcome.kind is OutcomeKind.FAILED:
+        failed = outcome.kind is observer.failed_kind
+        if failed:
             error_type = outcome.error_type or "_OTHER"
         elif status is not None and status >= 400:
             error_type = str(status)
@@ -355,13 +413,12 @@ class _ChatCall:
             found[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (self._first_chunk_ns - self._started_ns) / 1e9
         if error_type is not None:
             found[sc.ERROR_TYPE] = error_type
-        observer = self._observer
-        if observer.capture.on_span and isinstance(self._messages, list):
+        if observer.capturing and isinstance(self._messages, list):
             found.update(chat_content(self._messages, answer.response_document() if answer.choices else None,
                                       self._tools if isinstance(self._tools, list) else None))
         end_wall = self._start_wall + max(outcome.at_ns - self._started_ns, 0)
         span = observer.tracer.start_span(self._name, context=self._context, kind=SpanKind.CLIENT,
-                                          attributes={**self._attributes, **found}, start_time=self._start_wall)
+                                          attributes=found, start_time=self._start_wall)
         if self._totals is not None:
             self._totals.add_call(
                 input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
@@ -371,7 +428,7 @@ class _ChatCall:
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR))  # no description: it would be free text
-            if outcome.kind is OutcomeKind.FAILED:
+            if failed:
                 span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type}, timestamp=end_wall)
         span.end(end_time=end_wall)
         if observer.metrics is not None:
@@ -408,6 +465,10 @@ class GenAIWireObserver:
         self.tracer = tracer
         self.metrics = metrics
         self.capture = capture
+        self.capturing = capture.on_span  # read on every call: a plain attribute
+        from cafe.wire import OutcomeKind  # the seam this observes: loaded with it
+
+        self.failed_kind = OutcomeKind.FAILED
         self.wall_clock = wall_clock
         self._on_secret = on_secret
         self._on_error = on_error
@@ -417,25 +478,26 @@ class GenAIWireObserver:
     def start(self, request: WireRequest) -> _ChatCall | None:
         if request.method != "POST" or not request.path.endswith(_CHAT_PATH_SUFFIX):
             return None
-        if otel_context.get_value(MODEL_CALL_KEY):  # a café generation: its chat span exists
+        context = otel_context.get_current()  # read once: the call's parent, totals and mark
+        if context.get(MODEL_CALL_KEY):  # a café generation: its chat span exists
             return None
         try:
             self._note_secret(request)
             body = request.json()
             if not isinstance(body, dict):
                 return None
-            return _ChatCall(self, request, body)
+            return _ChatCall(self, request, body, context)
         except Exception as error:
-            self._failed(error)
+            self.failed(error)
             return None
 
     def guarded(self, action: Callable[..., None], *arguments: Any) -> None:
         try:
             action(*arguments)
         except Exception as error:  # never into the caller's call
-            self._failed(error)
+            self.failed(error)
 
-    def _failed(self, error: Exception) -> None:
+    def failed(self, error: Exception) -> None:
         if self._on_error is not None:
             try:
                 self._on_error(f"wire observer raised {type(error).__name__}")

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import httpx2
 
 from cafe.wire._transport import AsyncObservedTransport, Clock, ObservedTransport
 from cafe.wire._types import WireObserver
+
+_T = TypeVar("_T")
 
 
 @runtime_checkable
@@ -54,6 +57,10 @@ class _Registry:
         self._lock = threading.Lock()
         self._layers: tuple[WireLayer, ...] = ()
         self._originals: dict[type[Any], Any] = {}
+        # Each client's last (transport picked, chain built over it), until the layers change:
+        # a client picks the same transport for every request, and a chain holds no state.
+        # Keyed by the client, weakly: the chain holds the transport, never the client.
+        self._chains: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
     @property
     def layers(self) -> tuple[WireLayer, ...]:
@@ -64,6 +71,7 @@ class _Registry:
             if any(installed is layer for installed in self._layers):
                 return
             self._layers = (*self._layers, layer)
+            self._chains = weakref.WeakKeyDictionary()
             if len(self._layers) == 1:
                 self._patch()
 
@@ -72,6 +80,7 @@ class _Registry:
             if all(installed is not layer for installed in self._layers):
                 return
             self._layers = tuple(installed for installed in self._layers if installed is not layer)
+            self._chains = weakref.WeakKeyDictionary()
             if not self._layers:
                 self._unpatch()
 
@@ -81,10 +90,10 @@ class _Registry:
         async_original = httpx2.AsyncClient._transport_for_url
 
         def sync_transport_for_url(client: httpx2.Client, url: httpx2.URL) -> httpx2.BaseTransport:
-            return registry.sync_chain(sync_original(client, url))
+            return registry.chain_of(client, sync_original(client, url), registry.sync_chain)
 
         def async_transport_for_url(client: httpx2.AsyncClient, url: httpx2.URL) -> httpx2.AsyncBaseTransport:
-            return registry.async_chain(async_original(client, url))
+            return registry.chain_of(client, async_original(client, url), registry.async_chain)
 
         self._originals = {httpx2.Client: sync_original, httpx2.AsyncClient: async_original}
         httpx2.Client._transport_for_url = sync_transport_for_url  # type: ignore[method-assign,assignment]
@@ -109,6 +118,21 @@ class _Registry:
                 source = layer.source
         clock = layers[0].clock if layers else time.monotonic_ns
         return observers, source, clock
+
+    def chain_of(self, client: object, transport: _T, build: Callable[[_T], _T]) -> _T:
+        """`build(transport)` for `client`, built again only when the client picks another
+        transport or the layers change."""
+        chains = self._chains
+        try:
+            known = chains.get(client)
+        except TypeError:  # a client that cannot be weakly referenced: built each time
+            return build(transport)
+        if known is not None and known[0] is transport:
+            chain: _T = known[1]
+            return chain
+        chain = build(transport)
+        chains[client] = (transport, chain)
+        return chain
 
     def sync_chain(self, transport: httpx2.BaseTransport) -> httpx2.BaseTransport:
         inner, observed = transport, tuple[WireObserver, ...]()

@@ -17,6 +17,16 @@ Clock = Callable[[], int]
 
 
 def _headers(pairs: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    pairs = list(pairs)
+    if not pairs:
+        return ()
+    # All names, and all values, decoded in one go each (this runs twice a call): joined by
+    # a line end, which no header holds (HTTP forbids it; if one did, the count tells).
+    raw_names, raw_values = zip(*pairs, strict=True)
+    names = b"\n".join(raw_names).decode("latin-1").lower().split("\n")
+    values = b"\n".join(raw_values).decode("latin-1").split("\n")
+    if len(names) == len(values) == len(pairs):
+        return tuple(zip(names, values, strict=True))
     return tuple((name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in pairs)
 
 
@@ -34,6 +44,7 @@ def wire_response(response: httpx2.Response, at_ns: int) -> WireResponse:
 
 
 _DONE_EVENTS = (b"data: [DONE]\n\n", b"data: [DONE]\r\n\r\n", b"data: [DONE]\r\r")
+_TAIL = max(len(done) for done in _DONE_EVENTS)
 
 
 class _Call:
@@ -54,7 +65,8 @@ class _Call:
 
     def chunk(self, data: bytes) -> None:
         at_ns = self._clock()
-        self._tail = (self._tail + data)[-len(_DONE_EVENTS[0]) - 2:]
+        # Only the end of what was read is kept (to tell a finished stream from one left early).
+        self._tail = data[-_TAIL:] if len(data) >= _TAIL else (self._tail + data)[-_TAIL:]
         for observer in self.observers:
             observer.chunk(data, at_ns)
 
