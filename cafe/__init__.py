@@ -36,10 +36,19 @@ if TYPE_CHECKING:  # for type checkers; `X as X` re-exports each name (tests che
     from cafe.clients import (
         get_client as get_client,
     )
+    from cafe.clients.story import (
+        StoryClient as StoryClient,
+    )
     from cafe.consent import ConsentGate as ConsentGate
     from cafe.consent import make_responder as make_responder
     from cafe.demo import DEFAULT_DECISIONS as DEFAULT_DECISIONS
     from cafe.demo import DEFAULT_SCRIPT as DEFAULT_SCRIPT
+    from cafe.demo import (
+        STORY_DECISIONS as STORY_DECISIONS,
+    )
+    from cafe.demo import (
+        STORY_SCRIPT as STORY_SCRIPT,
+    )
     from cafe.errors import (
         CafeError as CafeError,
     )
@@ -57,6 +66,9 @@ if TYPE_CHECKING:  # for type checkers; `X as X` re-exports each name (tests che
     )
     from cafe.executor import ProtectedExecutor as ProtectedExecutor
     from cafe.handover import handover_note as handover_note
+    from cafe.loop import (
+        AGENT_NAME as AGENT_NAME,
+    )
     from cafe.loop import STOP_REASONS as STOP_REASONS
     from cafe.loop import ShiftRun as ShiftRun
     from cafe.loop import run_shift as run_shift
@@ -108,6 +120,9 @@ if TYPE_CHECKING:  # for type checkers; `X as X` re-exports each name (tests che
     from cafe.recording import (
         replay_shift as replay_shift,
     )
+    from cafe.tools import (
+        TOOL_NAMES as TOOL_NAMES,
+    )
     from cafe.tools import TOOL_SCHEMAS as TOOL_SCHEMAS
     from cafe.trace import (
         NullTracer as NullTracer,
@@ -136,6 +151,11 @@ if TYPE_CHECKING:  # for type checkers; `X as X` re-exports each name (tests che
 
 # Each public name and the module that defines it.
 _EXPORTS = {
+    "AGENT_NAME": "cafe.loop",
+    "STORY_DECISIONS": "cafe.demo",
+    "STORY_SCRIPT": "cafe.demo",
+    "StoryClient": "cafe.clients.story",
+    "TOOL_NAMES": "cafe.tools",
     "CannedClient": "cafe.clients",
     "ChatClient": "cafe.clients",
     "LiveClient": "cafe.clients",

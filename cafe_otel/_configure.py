@@ -43,10 +43,9 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
+from cafe import Tracer
 from cafe.privacy import Scrubber
-from cafe.trace.clock import Clock
-from cafe.trace.failsoft import fail_soft
-from cafe.trace.tracer import Tracer
+from cafe.trace import Clock, fail_soft
 from cafe_otel import semconv as sc
 from cafe_otel._config import TelemetryConfig, resolve
 from cafe_otel._config.capture import CaptureMode

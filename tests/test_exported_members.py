@@ -13,7 +13,7 @@ import cafe
 
 PINNED = {
     "cafe": {
-        'CafeError', 'CannedClient', 'ChatClient', 'ConfigurationError', 'ConsentDecision', 'ConsentGate',
+        'AGENT_NAME', 'STORY_DECISIONS', 'STORY_SCRIPT', 'StoryClient', 'TOOL_NAMES', 'CafeError', 'CannedClient', 'ChatClient', 'ConfigurationError', 'ConsentDecision', 'ConsentGate',
         'ConsentOutcome', 'DEFAULT_DECISIONS', 'DEFAULT_SCRIPT', 'EIGHTY_SIXED', 'LiveClient',
         'LiveSettings', 'MENU', 'MissingSettings', 'ModelCallError', 'NullTracer', 'ProtectedExecutor',
         'RecordMode', 'RecordingClient', 'RecordingError', 'RecordingExhausted', 'ReplayClient',
@@ -26,11 +26,11 @@ PINNED = {
     "cafe.cli": {'main'},
     "cafe.recording": {
         'DEFAULT_SECRET_PATTERNS', 'Ending', 'FORMAT_VERSION', 'Header', 'MalformedLine', 'NetworkRefused',
-        'NotARecording', 'RecordMode', 'RecordedCall', 'Recording', 'RecordingClient', 'RecordingDisabled',
+        'NotARecording', 'RecordMode', 'RecordedCall', 'RecordedTimeline', 'Recording', 'RecordingClient', 'RecordingDisabled',
         'RecordingError', 'RecordingExhausted', 'RecordingExists', 'RecordingNotClean', 'RecordingNotFound',
         'RecordingUnwritable', 'RecordingWriter', 'ReplayClient', 'ReplayError', 'ReplayMismatch',
         'Scrubber', 'Timeline', 'Timing', 'TranscriptMismatch', 'TruncatedRecording', 'UnsupportedVersion',
-        'UnusedCalls', 'load_recording', 'load_records', 'normalise', 'record_shift', 'replay_shift',
+        'UnusedCalls', 'call_windows', 'load_recording', 'load_records', 'normalise', 'record_shift', 'replay_shift',
         'responder_of', 'script_of'
     },
     "cafe.wire": {

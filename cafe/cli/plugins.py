@@ -3,6 +3,11 @@
 This is how `cafe_otel` adds OpenTelemetry export to the `cafe` command without the
 harness importing it: a plugin may add commands, add options to the shift-running
 commands, and hand back a telemetry session whose tracer the shift then uses.
+
+It is also a plugin's face on the harness: the argument types a command of its own needs
+(`path_argument`, `file_to_read`, `AttachedValue`), the never-clobber output writer
+(`check_output`, `write_output`), so that a plugin imports them from here
+rather than from the modules that hold them.
 """
 
 from __future__ import annotations
@@ -12,9 +17,24 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Protocol
 
+from cafe.cli.arguments import AttachedValue, file_to_read, path_argument
 from cafe.errors import CafeError
+from cafe.recording.output import UnsafeOutput, check_output, write_output
 from cafe.trace.clock import Clock
 from cafe.trace.tracer import Tracer
+
+__all__ = [
+    "AttachedValue",
+    "CliPlugin",
+    "PluginLoader",
+    "TelemetrySession",
+    "UnsafeOutput",
+    "check_output",
+    "file_to_read",
+    "installed_plugins",
+    "path_argument",
+    "write_output",
+]
 
 
 class TelemetrySession(Protocol):

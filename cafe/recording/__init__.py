@@ -32,6 +32,7 @@ from cafe.recording.normalise import normalise
 from cafe.recording.reader import load_recording, load_records
 from cafe.recording.replay import ReplayClient
 from cafe.recording.shift import record_shift, replay_shift, responder_of, script_of
+from cafe.recording.windows import RecordedTimeline, call_windows
 from cafe.recording.writer import RecordingClient, RecordingWriter
 from cafe.trace.clock import Timeline
 
@@ -45,6 +46,7 @@ __all__ = [
     "NotARecording",
     "RecordMode",
     "RecordedCall",
+    "RecordedTimeline",
     "Recording",
     "RecordingClient",
     "RecordingDisabled",
@@ -65,6 +67,7 @@ __all__ = [
     "TruncatedRecording",
     "UnsupportedVersion",
     "UnusedCalls",
+    "call_windows",
     "load_recording",
     "load_records",
     "normalise",

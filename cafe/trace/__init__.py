@@ -3,6 +3,8 @@ clocks, the tracing client, usage and the fail-soft boundary."""
 
 from cafe.trace.clock import Clock, TickClock, Timeline
 from cafe.trace.events import (
+    ENDED,
+    STARTED,
     ConsentDecided,
     GenerationEnded,
     GenerationRequest,
@@ -23,7 +25,16 @@ from cafe.trace.events import (
     TraceListener,
 )
 from cafe.trace.export import export_fail_soft
-from cafe.trace.failsoft import FailureReport, fail_soft, report_failure
+from cafe.trace.failsoft import (
+    ALREADY_SHUTDOWN,
+    BUSY,
+    TIMEOUT,
+    FailSoft,
+    FailureReport,
+    Outcome,
+    fail_soft,
+    report_failure,
+)
 from cafe.trace.log import EventLog
 from cafe.trace.span import GENERATION, PHASE, SHIFT, TOOL, Generation, SpanNode
 from cafe.trace.tracer import Exporter, NullTracer, Tracer
@@ -32,14 +43,20 @@ from cafe.trace.tree import ShiftTree
 from cafe.trace.usage import Usage, usage_of
 
 __all__ = [
+    "ALREADY_SHUTDOWN",
+    "BUSY",
+    "ENDED",
     "GENERATION",
     "PHASE",
     "SHIFT",
+    "STARTED",
+    "TIMEOUT",
     "TOOL",
     "Clock",
     "ConsentDecided",
     "EventLog",
     "Exporter",
+    "FailSoft",
     "FailureReport",
     "Generation",
     "GenerationEnded",
@@ -48,6 +65,7 @@ __all__ = [
     "GenerationStarted",
     "NodeKind",
     "NullTracer",
+    "Outcome",
     "Phase",
     "PhaseEnded",
     "PhaseStarted",

@@ -28,23 +28,27 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, MetricExporter,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from cafe.cli.arguments import path_argument
-from cafe.clients.story import StoryClient
-from cafe.consent import make_responder
-from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
+from cafe import (
+    STORY_DECISIONS,
+    STORY_SCRIPT,
+    SYSTEM_PROMPT,
+    RecordingError,
+    ReplayMismatch,
+    ShiftRun,
+    StopReason,
+    StoryClient,
+    Tracer,
+    handover_note,
+    load_recording,
+    make_responder,
+    record_shift,
+    replay_shift,
+    transcript,
+)
+from cafe.cli.plugins import path_argument
 from cafe.errors import UsageError
-from cafe.handover import handover_note
-from cafe.loop import ShiftRun
-from cafe.outcomes import StopReason
-from cafe.prompt import SYSTEM_PROMPT
-from cafe.recording.errors import RecordingError, RecordingExists, ReplayMismatch
-from cafe.recording.format import Recording
-from cafe.recording.reader import load_recording
-from cafe.recording.scrub import Scrubber
-from cafe.recording.shift import record_shift, replay_shift
-from cafe.trace.clock import Timeline
-from cafe.trace.tracer import Tracer
-from cafe.transcript import transcript
+from cafe.recording import Recording, RecordingExists, Scrubber
+from cafe.trace import Timeline
 from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report, write_private_page
 from cafe_otel._config.options import MetricsOptions
 from cafe_otel._configure import configure

@@ -21,12 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cafe.cli.arguments import AttachedValue, file_to_read, path_argument
+from cafe import Tracer, load_recording
+from cafe.cli.plugins import AttachedValue, check_output, file_to_read, path_argument, write_output
 from cafe.errors import CafeError, UsageError
-from cafe.recording.output import check_output, write_output
-from cafe.recording.reader import load_recording
-from cafe.trace.clock import Clock
-from cafe.trace.tracer import Tracer
+from cafe.trace import Clock
 from cafe_otel._cli.logs import ExporterLogCapture, redactor
 from cafe_otel._config import AdvancedOptions, CommandSettings, EnvironSnapshot, read_environ, resolve, resolve_command
 from cafe_otel._config import variables as v

@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from cafe.trace.failsoft import ALREADY_SHUTDOWN, FailSoft, Outcome
+from cafe.trace import ALREADY_SHUTDOWN, FailSoft, Outcome
 from cafe_otel._export.attempts import AttemptLog
 from cafe_otel._export.settle import export_succeeded
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
 from opentelemetry.sdk.resources import Resource
 
-from cafe.trace.failsoft import TIMEOUT
+from cafe.trace import TIMEOUT
 from cafe_otel._config.metrics import MetricSettings
 from cafe_otel._export.account import TelemetryAccount
 from cafe_otel._export.attempts import AttemptLog, InFlight

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from opentelemetry.sdk.metrics.export import MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from cafe.trace.failsoft import BUSY, TIMEOUT, Outcome
+from cafe.trace import BUSY, TIMEOUT, Outcome
 from cafe_otel._config.variables import Signal
 from cafe_otel._export.account import EXPORTED, FAILURE, INFLIGHT, REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel._export.attempts import AttemptLog, InFlight

@@ -48,14 +48,7 @@ from typing import Any, Protocol
 from opentelemetry import metrics
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from cafe.trace.events import (
-    ConsentDecided,
-    GenerationEnded,
-    ShiftEnded,
-    TicketFired,
-    ToolEnded,
-    TraceEvent,
-)
+from cafe.trace import ConsentDecided, GenerationEnded, ShiftEnded, TicketFired, ToolEnded, TraceEvent
 from cafe_otel import semconv as sc
 from cafe_otel._export.account import TelemetryAccount
 from cafe_otel._metrics.aggregation import AttributeKey, CallPoints, HistogramStream, InProcessMetrics

@@ -32,7 +32,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 
-from cafe.trace.failsoft import FailureReport, fail_soft
+from cafe.trace import FailureReport, fail_soft
 from cafe_otel._metrics.aggregation import COUNTER, HISTOGRAM, InProcessMetrics
 
 

@@ -14,12 +14,10 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from cafe import TickClock, load_recording, replay_shift
+from cafe.cli.plugins import UnsafeOutput, check_output, write_output
 from cafe.errors import CafeError
-from cafe.recording.format import Recording
-from cafe.recording.output import UnsafeOutput, check_output, write_output
-from cafe.recording.reader import load_recording
-from cafe.recording.shift import replay_shift
-from cafe.trace.clock import TickClock
+from cafe.recording import Recording
 from cafe_otel._config.options import AdvancedOptions
 from cafe_otel._configure import configure
 from cafe_otel._offline.otlp_bytes import describe, encode

@@ -20,17 +20,13 @@ from pathlib import Path
 
 from opentelemetry import trace
 
-from cafe.loop import AGENT_NAME
-from cafe.outcomes import StopReason
+from cafe import AGENT_NAME, StopReason, TickClock, Tracer, load_recording, replay_shift
 from cafe.privacy import Scrubber, scrubbed
-from cafe.recording.format import Recording
-from cafe.recording.reader import load_recording
-from cafe.recording.shift import replay_shift
-from cafe.recording.windows import call_windows
-from cafe.trace.clock import TickClock
-from cafe.trace.events import (
+from cafe.recording import Recording, call_windows
+from cafe.trace import (
     ENDED,
     STARTED,
+    EventLog,
     GenerationEnded,
     GenerationRequest,
     GenerationResult,
@@ -39,8 +35,6 @@ from cafe.trace.events import (
     ShiftStarted,
     TraceEvent,
 )
-from cafe.trace.log import EventLog
-from cafe.trace.tracer import Tracer
 from cafe_otel._spans.content import CaptureMode, capture_mode
 from cafe_otel._spans.listener import SpanListener
 

@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cafe.outcomes import ConsentOutcome
-from cafe.tools import TOOL_NAMES
+from cafe import TOOL_NAMES, ConsentOutcome
 from cafe_otel import semconv as sc
 
 INT, FLOAT, BOOL, TEXT, CONTENT = "int", "float", "bool", "text", "content"

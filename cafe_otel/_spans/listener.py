@@ -31,7 +31,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
-from cafe.trace.events import (
+from cafe.trace import (
     GenerationEnded,
     GenerationStarted,
     PhaseEnded,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cafe.tools import TOOL_NAMES
-from cafe.trace.events import (
+from cafe import TOOL_NAMES
+from cafe.trace import (
     GenerationEnded,
     GenerationResult,
     GenerationStarted,

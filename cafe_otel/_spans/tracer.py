@@ -12,9 +12,8 @@ from collections.abc import Callable, Mapping
 
 from opentelemetry import trace
 
-from cafe.trace.clock import Clock
-from cafe.trace.failsoft import FailureReport
-from cafe.trace.tracer import Exporter, Tracer
+from cafe import Tracer
+from cafe.trace import Clock, Exporter, FailureReport
 from cafe_otel._export.account import TelemetryAccount
 from cafe_otel._spans.content import CaptureMode, capture_mode
 from cafe_otel._spans.listener import SpanListener
