@@ -33,7 +33,7 @@ sitecustomize this one shadows."""
 def _cafe_wire_hook():
     import os
 
-    plan = os.environ.pop(HOOK_VARIABLE, None)
+    plan = os.environ.pop("CAFE_WIRE_RUN", None)  # HOOK_VARIABLE: a test holds them equal
     if plan is None:
         return
     import json

@@ -74,14 +74,15 @@ def test_exported_chat_spans_start_where_the_recorded_calls_start(tmp_path: Path
 
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    # The package's face exports the function under the module's name: take the module itself.
-    configuring = importlib.import_module("cafe_otel._configure")
+    # The CLI plugin resolves its settings, then builds: the sink goes in where it resolves.
+    plugin_module = importlib.import_module("cafe_otel._cli.plugin")
     from cafe.cli import main
     from cafe.cli.plugins import installed_plugins
 
     sink = InMemorySpanExporter()
-    real_configure = configuring.configure
-    monkeypatch.setattr(configuring, "configure", lambda **options: real_configure(**options, exporter=sink))
+    real_resolve = plugin_module.resolve
+    monkeypatch.setattr(plugin_module, "resolve",
+                        lambda environ, **options: real_resolve(environ, **options, exporter=sink))
     path = tmp_path / "live.jsonl"
     err = io.StringIO()
     code = main(["shift", "--record", str(path), "--seed", "7", "--otlp=http://127.0.0.1:9"], environ={},

@@ -104,3 +104,10 @@ def test_usage_errors_are_one_line_with_their_exit_code(tmp_path: Path) -> None:
     assert refused.returncode == 30
     assert refused.stderr.splitlines() == [f"cafe: error: {offline}: it holds no HTTP exchanges (format version 1); "
                                            f"replay it with `cafe replay {offline}`"]
+
+
+def test_the_hook_in_the_program_reads_the_variable_the_command_sets() -> None:
+    from cafe.wire._hook import HOOK_VARIABLE, SITECUSTOMIZE
+
+    compile(SITECUSTOMIZE, "sitecustomize.py", "exec")
+    assert f'os.environ.pop("{HOOK_VARIABLE}", None)' in SITECUSTOMIZE
