@@ -336,6 +336,8 @@ class Scrubber:
         # a text without the longest run of each holds no form of any.
         runs = [max(_JSON_SAFE.findall(secret), key=len, default="") for secret in literals]
         self._literal_runs = tuple(runs) if all(runs) else None
+        self._literal_run_bytes = None if self._literal_runs is None else tuple(
+            run.encode("ascii") for run in self._literal_runs)
         # Every text a default pattern matches holds one of their keywords; a pattern of
         # the caller's has no known keywords and runs on every text.
         self._keywords_known = all(pattern in _DEFAULT_PATTERN_TEXTS for _, pattern in self._named)
@@ -345,16 +347,24 @@ class Scrubber:
             return False
         return self._literal_runs is None or any(run in text for run in self._literal_runs)
 
+    def _may_hold_literal_bytes(self, data: bytes) -> bool:
+        if self._literal_regex is None:
+            return False
+        return self._literal_run_bytes is None or any(run in data for run in self._literal_run_bytes)
+
     def _may_match_pattern(self, text: str) -> bool:
+        return self._may_match_pattern_bytes(text.encode("utf-8", "surrogatepass"))
+
+    def _may_match_pattern_bytes(self, encoded: bytes) -> bool:
         if not self._named:
             return False
         if not self._keywords_known:
             return True
-        encoded = text.encode("utf-8", "surrogatepass")
         if _CASED_KEYWORDS.search(encoded) is not None:
             return True
         lowered = encoded.lower()
-        if not text.isascii() and any(alias in lowered for alias in _CASE_ALIAS_BYTES):
+        if not encoded.isascii() and any(alias in lowered for alias in _CASE_ALIAS_BYTES):
+            text = encoded.decode("utf-8", "surrogatepass")
             for alias, letter in _CASE_ALIASES.items():
                 text = text.replace(alias, letter)
             lowered = text.encode("utf-8", "surrogatepass").lower()
@@ -390,13 +400,15 @@ class Scrubber:
             text = self._patterns.sub(text)
         return text
 
-    def may_need_scrubbing(self, serialised: str) -> bool:
-        """False only when no string in the JSON text `serialised` can hold anything to
-        scrub: then `scrub_json` of its value would return it unchanged. (Keywords and
-        JSON-safe runs are spelled the same in a string and in its serialised form.)"""
-        if "\\u" in serialised:
+    def may_need_scrubbing(self, serialised: str | bytes) -> bool:
+        """False only when no string in the JSON text `serialised` (text, or its UTF-8 bytes)
+        can hold anything to scrub: then `scrub_json` of its value would return it unchanged.
+        (Keywords and JSON-safe runs are spelled the same in a string and in its serialised
+        form.)"""
+        data = serialised if isinstance(serialised, bytes) else serialised.encode("utf-8", "surrogatepass")
+        if b"\\u" in data:
             return True  # characters escaped as \uXXXX (in an ASCII-only line) could spell anything
-        return self._may_hold_literal(serialised) or self._may_match_pattern(serialised)
+        return self._may_hold_literal_bytes(data) or self._may_match_pattern_bytes(data)
 
     def scrub_json(self, value: Any) -> Any:
         """A copy of a JSON value with its string values scrubbed (keys are kept as they
@@ -488,7 +500,7 @@ def _document(call: RecordedCall, name: str, scrubber: Scrubber) -> tuple[Any, b
     from cafe.recording.format import encoded
 
     held = encoded(call, name)
-    if held is not None and not scrubber.may_need_scrubbing(held.decode("utf-8")):
+    if held is not None and not scrubber.may_need_scrubbing(held):
         return held, False
     value = getattr(call, name)
     scrubbed = shown_json(value, scrubber)

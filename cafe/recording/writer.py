@@ -10,12 +10,15 @@ path can skip it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+import orjson
 
 from cafe import _files
 from cafe._files import check_owned, create_private, link_no_clobber, reason
@@ -47,6 +50,45 @@ def partial_path(path: Path) -> Path:
 # orjson writes for what it reads from it, which lets the reader prove a line strict by one
 # comparison (see reader._decode_fast_held).
 _COMPACT = (",", ":")
+# The exact types of a line orjson writes byte for byte as `json.dumps(ensure_ascii=False,
+# sort_keys=True, separators=_COMPACT)` does (an enum member, a UUID or a Fragment it writes
+# where `json.dumps` refuses them; a subclass of these is not one of them).
+_ORJSON_TYPES = frozenset((dict, list, str, int, float, bool, type(None)))
+# orjson refuses to write a document nested deeper than this.
+_ORJSON_DEPTH = 255
+
+
+def _spelled_alike(value: Any) -> bool:
+    """Whether orjson, with sorted keys, writes `value` exactly as the `json.dumps` call
+    of `_serialise` does, or refuses it: plain JSON types only, and every float finite and
+    one that `repr` writes without an exponent (0, or 1e-4 <= |x| < 1e16: there orjson
+    writes the same shortest digits; outside, `1e-05` is orjson's `0.00001`, and `1e+16`
+    its `1e16`). orjson itself refuses what it cannot write as `json.dumps` does: a lone
+    surrogate, an integer beyond 64 bits, a key that is not a string, too deep a nesting.
+    Walked a level at a time in C: `gc.get_referents` of a level's dicts and lists is their
+    values and items (and a dict's keys when one is not a plain string)."""
+    level = [value]
+    for _ in range(_ORJSON_DEPTH + 1):
+        if not level:
+            return True
+        kinds = set(map(type, level))
+        if not kinds <= _ORJSON_TYPES:
+            return False
+        if float in kinds and not all(item == 0.0 or 1e-4 <= abs(item) < 1e16
+                                      for item in level if type(item) is float):
+            return False  # NaN and the infinities fail both comparisons too
+        level = gc.get_referents(*level)
+    return False
+
+
+def _orjson_line(obj: dict[str, Any]) -> bytes | None:
+    """`obj` serialised in C, the bytes `json.dumps` would write, or None where they may differ."""
+    if not _spelled_alike(obj):
+        return None
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
 
 
 def holds_recording(path: Path) -> bool:
@@ -99,7 +141,7 @@ def _check_readable(path: Path, header: Header) -> None:
                              f"{error.expected}, not {error.found}") from None
 
 
-def _create_partial(path: Path) -> IO[str]:
+def _create_partial(path: Path) -> IO[bytes]:
     partial = partial_path(path)
     try:
         descriptor = create_private(partial, _WHAT, target=path)
@@ -109,7 +151,7 @@ def _create_partial(path: Path) -> IO[str]:
                   f"was interrupted and left its calls there (replay them with "
                   f"`cafe replay {partial} --allow-truncated`, or remove it)", what=_WHAT
         ) from None
-    return os.fdopen(descriptor, "w", encoding="utf-8")
+    return os.fdopen(descriptor, "wb")
 
 
 class RecordingWriter:
@@ -144,7 +186,10 @@ class RecordingWriter:
             self.abort()
             raise
 
-    def _serialise(self, obj: dict[str, Any]) -> str:
+    def _serialise(self, obj: dict[str, Any]) -> bytes:
+        fast = _orjson_line(obj)
+        if fast is not None:
+            return fast
         try:
             text = json.dumps(obj, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=_COMPACT)
         except ValueError:
@@ -157,25 +202,27 @@ class RecordingWriter:
                 f"{self.path}: line {self.lines + 1} cannot be recorded: {error}"
             ) from None
         try:
-            text.encode("utf-8")
+            return text.encode("utf-8")
         except UnicodeEncodeError:
             # A lone surrogate (from a `\ud800` escape) has no UTF-8 form: keep it escaped.
             text = json.dumps(obj, ensure_ascii=True, sort_keys=True, allow_nan=False, separators=_COMPACT)
-        return text
+            return text.encode("ascii")
 
-    def _write_line(self, obj: dict[str, Any]) -> None:
-        """The one place a line is written: serialised, its strings scrubbed, written whole."""
-        text = self._serialise(obj)
-        if self._scrubber.may_need_scrubbing(text):
-            text = self._serialise(self._scrub_line(obj))
+    def _write_line(self, obj: dict[str, Any], scrubber: Scrubber | None = None) -> None:
+        """The one place a line is written: serialised, its strings scrubbed, written whole.
+        `scrubber` (one made by `with_literals` from this writer's) also scrubs the secrets of
+        this line's own request."""
+        scrubber = scrubber or self._scrubber
+        data = self._serialise(obj)
+        if scrubber.may_need_scrubbing(data):
+            data = self._serialise(self._scrub_line(obj, scrubber))
         limit = _format.MAX_LINE_BYTES
-        # A character is at most 4 bytes: only a text that long can be over the limit.
-        if len(text) * 4 > limit and len(text.encode("utf-8")) > limit:
+        if len(data) > limit:
             # The reader refuses such a line: written, it would make a recording no replay reads.
             raise RecordingError(f"{self.path}: line {self.lines + 1} cannot be recorded: it would be longer "
                                  f"than a recording's line may be (at most {limit} bytes)")
         try:
-            self._file.write(text + "\n")
+            self._file.write(data + b"\n")
             self._file.flush()
             if self._durable:
                 os.fsync(self._file.fileno())
@@ -184,7 +231,7 @@ class RecordingWriter:
                                  f"({reason(error)})") from None
         self.lines += 1
 
-    def _scrub_line(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _scrub_line(self, obj: dict[str, Any], scrubber: Scrubber) -> dict[str, Any]:
         """Every string value scrubbed but the format's own: the values the writer makes
         from numbers and hashes, which a pattern or a short key could only damage."""
         scrubbed = {}
@@ -193,13 +240,13 @@ class RecordingWriter:
                 scrubbed[key] = value
             elif key == "decisions" and isinstance(value, list):
                 # A decision's kind is protocol (approve, reject, edit); its payload is text.
-                scrubbed[key] = [[d[0], *self._scrubber.scrub_json(d[1:])] if isinstance(d, list) and d
-                                 else self._scrubber.scrub_json(d) for d in value]
+                scrubbed[key] = [[d[0], *scrubber.scrub_json(d[1:])] if isinstance(d, list) and d
+                                 else scrubber.scrub_json(d) for d in value]
             elif key == "end" and isinstance(value, dict):
-                scrubbed[key] = {k: v if k in _FORMAT_VALUES else self._scrubber.scrub_json(v)
+                scrubbed[key] = {k: v if k in _FORMAT_VALUES else scrubber.scrub_json(v)
                                  for k, v in value.items()}
             else:
-                scrubbed[key] = self._scrubber.scrub_json(value)
+                scrubbed[key] = scrubber.scrub_json(value)
         return scrubbed
 
     def scrubbed(self, value: Any) -> Any:
@@ -207,11 +254,13 @@ class RecordingWriter:
         return self._scrubber.scrub_json(json_document(value))
 
     def write_call(self, request: dict[str, Any] | None, response: dict[str, Any] | None, timing: Timing | None,
-                   exchange: dict[str, Any] | None = None) -> None:
+                   exchange: dict[str, Any] | None = None, *, scrubber: Scrubber | None = None) -> None:
+        """One call's line; `scrubber`, made by `with_literals` from this writer's, also
+        scrubs secrets of this call alone (the API key its request carried)."""
         # Counted once written: a call whose line failed is not among those kept.
         call = RecordedCall(self.calls + 1, self.calls + 2, request, response, timing,  # type: ignore[arg-type]
                             exchange=exchange)
-        self._write_line(call.to_json())
+        self._write_line(call.to_json(), scrubber)
         self.calls += 1
 
     def write_end(self, ending: Ending) -> None:

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-import orjson
-
 from cafe.recording.format import WIRE_VERSION, Header, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.scrub import MIN_SECRET_CHARS, REDACTED, Scrubber
@@ -84,16 +82,6 @@ def exchange_line(request: WireRequest, response: WireResponse | None, chunks: l
     return body, answer, exchange
 
 
-def _may_hold(literals: Scrubber, parts: tuple[Any, ...]) -> bool:
-    """Whether the parts of a line may hold one of `literals`' secrets in any string: by
-    its serialised text (compact, unescaped, as the writer's own check reads a line)."""
-    try:
-        text = orjson.dumps(parts).decode("utf-8")
-    except (TypeError, orjson.JSONEncodeError):
-        return True  # what orjson cannot encode (a lone surrogate, a huge integer) is walked
-    return literals.may_need_scrubbing(text)
-
-
 class WireRecorder:
     """Records every call it hears to `path`, one version 2 line a call, in the order the
     calls started (a call that ends before an earlier one waits for it: concurrent calls
@@ -119,10 +107,10 @@ class WireRecorder:
         self.writer = RecordingWriter(path, header, mode=mode, scrubber=self._scrubber, durable=durable)
         self._lock = threading.Lock()
         self._started = 0
-        self._ended: dict[int, tuple[Any, Any, Timing, dict[str, Any]]] = {}
+        self._ended: dict[int, tuple[Any, Any, Timing, dict[str, Any], Scrubber | None]] = {}
         self._open: dict[int, _RecordedCall] = {}
         self._written = 0
-        self._scrubbers: dict[tuple[str, ...], tuple[Scrubber, Scrubber]] = {}
+        self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
 
     @property
     def path(self) -> Path:
@@ -146,39 +134,33 @@ class WireRecorder:
     def _unix_nano(self, reading: int) -> int:
         return self.origin_unix_nano + max(reading - self._monotonic_origin, 0)
 
-    def _scrubbers_for(self, request: WireRequest) -> tuple[Scrubber, Scrubber] | None:
-        """For a request that carries credentials: the scrubber that also replaces them, and
-        one that looks for them alone (no patterns), or None when it carries none."""
+    def _scrubber_for(self, request: WireRequest) -> Scrubber | None:
+        """For a request that carries credentials, the scrubber that also replaces them
+        (wherever they appear in its line), or None when it carries none."""
         secrets = tuple(s for s in credential_values(request.headers) if len(s) >= MIN_SECRET_CHARS)
         if not secrets:
             return None
         known = self._scrubbers.get(secrets)
         if known is None:
-            known = self._scrubbers[secrets] = (self._scrubber.with_literals(secrets),
-                                                Scrubber(patterns=(), literals=secrets))
+            known = self._scrubbers[secrets] = self._scrubber.with_literals(secrets)
         return known
 
     def _finish(self, call: _RecordedCall, outcome: CallOutcome) -> None:
         request = call.request
         body, answer, exchange = exchange_line(request, call.head, call.chunks, outcome)
-        scrubbers = self._scrubbers_for(request)
-        # The writer scrubs every line of the patterns (its fast path skips a line whose text
-        # holds no pattern keyword); only the request's own credentials are the recorder's to
-        # scrub, and only a line whose text may hold one of them is walked for them.
-        if scrubbers is not None and _may_hold(scrubbers[1], (body, answer, exchange)):
-            scrubber = scrubbers[0]
-            body, answer, exchange = (scrubber.scrub_json(body), scrubber.scrub_json(answer),
-                                      scrubber.scrub_json(exchange))
+        # The writer serialises the line once and walks it only when its text may hold a
+        # secret: one of the patterns' or, with this scrubber, the request's own credentials.
+        scrubber = self._scrubber_for(request)
         # The start on this recorder's own clock (the transport's may be another), the
         # duration from the transport's readings.
         timing = Timing(call.start_unix_nano, max(outcome.at_ns - request.started_ns, 0))
         with self._lock:
             self._open.pop(call.number, None)
-            self._ended[call.number] = (body, answer, timing, exchange)
+            self._ended[call.number] = (body, answer, timing, exchange, scrubber)
             while self._written + 1 in self._ended:
                 line = self._ended.pop(self._written + 1)
                 self._written += 1
-                self.writer.write_call(line[0], line[1], line[2], exchange=line[3])
+                self.writer.write_call(line[0], line[1], line[2], exchange=line[3], scrubber=line[4])
 
     def close(self) -> None:
         """End the calls still open as read so far (closed early), and move the recording
