@@ -13,7 +13,8 @@ import cafe
 
 PINNED = {
     "cafe": {
-        'AGENT_NAME', 'STORY_DECISIONS', 'STORY_SCRIPT', 'StoryClient', 'TOOL_NAMES', 'CafeError', 'CannedClient', 'ChatClient', 'ConfigurationError', 'ConsentDecision', 'ConsentGate',
+        'AGENT_NAME', 'STORY_DECISIONS', 'STORY_SCRIPT', 'StoryClient', 'TOOL_NAMES',
+        'CafeError', 'CannedClient', 'ChatClient', 'ConfigurationError', 'ConsentDecision', 'ConsentGate',
         'ConsentOutcome', 'DEFAULT_DECISIONS', 'DEFAULT_SCRIPT', 'EIGHTY_SIXED', 'LiveClient',
         'LiveSettings', 'MENU', 'MissingSettings', 'ModelCallError', 'NullTracer', 'ProtectedExecutor',
         'RecordMode', 'RecordingClient', 'RecordingError', 'RecordingExhausted', 'ReplayClient',
@@ -26,7 +27,8 @@ PINNED = {
     "cafe.cli": {'main'},
     "cafe.recording": {
         'DEFAULT_SECRET_PATTERNS', 'Ending', 'FORMAT_VERSION', 'Header', 'MalformedLine', 'NetworkRefused',
-        'NotARecording', 'RecordMode', 'RecordedCall', 'RecordedTimeline', 'Recording', 'RecordingClient', 'RecordingDisabled',
+        'NotARecording', 'RecordMode', 'RecordedCall', 'RecordedTimeline', 'Recording',
+        'RecordingClient', 'RecordingDisabled',
         'RecordingError', 'RecordingExhausted', 'RecordingExists', 'RecordingNotClean', 'RecordingNotFound',
         'RecordingUnwritable', 'RecordingWriter', 'ReplayClient', 'ReplayError', 'ReplayMismatch',
         'Scrubber', 'Timeline', 'Timing', 'TranscriptMismatch', 'TruncatedRecording', 'UnsupportedVersion',
