@@ -22,8 +22,8 @@ from bench.stats import interleaved, time_per_op
 from bench.table import Figure
 from cafe.clients.scripted import ScriptedClient
 from cafe.consent import make_responder
+from cafe.privacy import DEFAULT_SECRET_PATTERNS, Scrubber
 from cafe.recording import load_recording, record_shift
-from cafe.recording.scrub import DEFAULT_SECRET_PATTERNS, Scrubber
 
 KEY = "sk-bench-0123456789abcdef0123"
 

@@ -19,7 +19,7 @@ from cafe.errors import ConfigurationError, MissingSettings
 from cafe.urls import http_url_problem, shown_url
 
 # A recording scrubs the key wherever it occurs in text: a very short key would match
-# ordinary words and tool names. Kept equal to cafe.recording.scrub.MIN_SECRET_CHARS.
+# ordinary words and tool names. Kept equal to cafe.privacy.MIN_SECRET_CHARS.
 MIN_API_KEY_CHARS = 8
 
 

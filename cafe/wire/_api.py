@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx2
 
+from cafe.privacy import Scrubber
 from cafe.recording.modes import RecordMode
-from cafe.recording.scrub import Scrubber
 from cafe.wire._intercept import intercept
 from cafe.wire._recorder import WireRecorder
 from cafe.wire._replay import ReplayTransport

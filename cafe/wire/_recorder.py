@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber
 from cafe.recording.format import WIRE_VERSION, Header, Timing
 from cafe.recording.modes import RecordMode
-from cafe.recording.scrub import MIN_SECRET_CHARS, REDACTED, Scrubber
 from cafe.recording.writer import RecordingWriter
 from cafe.wire._exchange import (
     BodyDecoder,

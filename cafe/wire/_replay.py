@@ -11,6 +11,7 @@ import httpx2
 import orjson
 
 from cafe.jsondata import JsonPath
+from cafe.privacy import MIN_SECRET_CHARS, Scrubber, structure_scrubber
 from cafe.recording.diff import describe, first_difference, summarise_request
 from cafe.recording.errors import (
     RecordingError,
@@ -23,7 +24,6 @@ from cafe.recording.errors import (
 from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
-from cafe.recording.scrub import MIN_SECRET_CHARS, Scrubber, structure_scrubber
 from cafe.wire._exchange import credential_values, json_object, payload_bytes
 from cafe.wire._recorder import recorded_target
 from cafe.wire._transport import _headers

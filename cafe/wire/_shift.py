@@ -15,8 +15,8 @@ from cafe.clients.base import Message, Response
 from cafe.clients.live import LiveClient
 from cafe.clients.settings import API_KEY_VARIABLES, BASE_URL_VARIABLES, MODEL_VARIABLES, LiveSettings, Secret
 from cafe.errors import CafeError
+from cafe.privacy import Scrubber
 from cafe.recording.format import Recording
-from cafe.recording.scrub import Scrubber
 from cafe.wire._replay import ReplayTransport
 
 # Where the replaying client "sends": the name can never resolve (RFC 6761), and the

@@ -12,6 +12,7 @@ import pytest
 from cafe.clients.canned import CannedClient
 from cafe.clients.scripted import ScriptedClient
 from cafe.consent import make_responder
+from cafe.privacy import REDACTED, Scrubber
 from cafe.recording import (
     FORMAT_VERSION,
     RecordingClient,
@@ -26,7 +27,6 @@ from cafe.recording import (
 )
 from cafe.recording.diff import first_difference
 from cafe.recording.errors import UnusableIgnorePath
-from cafe.recording.scrub import REDACTED, Scrubber
 from cafe.transcript import transcript
 from tests.recording.helpers import CUSTOMER_TEXT, run_cli
 

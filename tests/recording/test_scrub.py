@@ -18,6 +18,7 @@ from cafe.clients.scripted import ScriptedClient
 from cafe.clients.settings import MIN_API_KEY_CHARS, ApiKeyTooShort, LiveSettings, Secret
 from cafe.consent import make_responder
 from cafe.menu import items_named_in
+from cafe.privacy import DEFAULT_SECRET_PATTERNS, MIN_SECRET_CHARS, REDACTED
 from cafe.recording import (
     Header,
     RecordingClient,
@@ -30,7 +31,6 @@ from cafe.recording import (
     record_shift,
 )
 from cafe.recording.check import check_file
-from cafe.recording.scrub import DEFAULT_SECRET_PATTERNS, MIN_SECRET_CHARS, REDACTED
 from tests.recording.helpers import run_cli, valid_bytes
 
 # Scrubbing touches string values only: a known secret of any length never changes a key, a

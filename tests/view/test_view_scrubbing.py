@@ -19,8 +19,8 @@ from cafe import Tracer, make_responder, record_shift
 from cafe.cli import main
 from cafe.clients.scripted import ScriptedClient
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+from cafe.privacy import REDACTED, Scrubber
 from cafe.recording import ReplayClient, ReplayMismatch, load_recording
-from cafe.recording.scrub import REDACTED, Scrubber
 from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report
 
 ROOT = Path(__file__).resolve().parents[2]
