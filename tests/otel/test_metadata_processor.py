@@ -1,20 +1,35 @@
-"""Acceptance: the metadata-only processor lets nothing but allowlisted metadata through,
-for anyone's spans, and fails closed."""
+"""The metadata-only processor lets nothing but allowlisted, shaped metadata through, for anyone's
+spans; the check runs on the export worker and reads each span's attributes once."""
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, Status, StatusCode
 
-from cafe_otel import MetadataOnlySpanProcessor, OTelTracer, TelemetryAccount, encode
-from cafe_otel.semconv import METADATA_ALLOWLIST
+from cafe_otel import (
+    BatchOptions,
+    BoundedBatchSpanProcessor,
+    MetadataOnlySpanProcessor,
+    OTelTracer,
+    TelemetryAccount,
+    configure,
+    encode,
+)
+from cafe_otel._privacy.processor import SpanSanitiser
+from cafe_otel.semconv import GEN_AI_REQUEST_MODEL, METADATA_ALLOWLIST
 
 from .conftest import seed_shift
 from .metadata_examples import LEGIT, MARK
@@ -170,3 +185,200 @@ def test_a_span_with_nothing_to_strip_is_handed_on_as_is_and_a_dirty_one_is_copi
     assert copied is not dirty
     assert dict(copied.attributes) == {"gen_ai.operation.name": "chat"}
     assert copied.status.description is None and copied.status.status_code is StatusCode.ERROR
+
+
+# On the export worker: `span.end()` on the calling thread only enqueues; the check runs there.
+
+CANARY = "CANARY customer sentence that is no model name at all, not even close"
+
+
+class ThreadNoting(SpanSanitiser):
+    """The sanitiser, noting which thread checks each span."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.threads: list[str] = []
+
+    def __call__(self, span: ReadableSpan) -> ReadableSpan:
+        self.threads.append(threading.current_thread().name)
+        return super().__call__(span)
+
+
+def test_span_end_does_not_check_and_the_worker_checks_before_the_exporter_sees_it():
+    sink = InMemorySpanExporter()
+    handle = configure("svc", exporter=sink, environ={}, batch=BatchOptions(schedule_delay=60.0))
+    tracer = handle.provider.get_tracer("third.party.instrumentation")
+    with tracer.start_as_current_span("op") as span:
+        span.set_attribute(GEN_AI_REQUEST_MODEL, CANARY)  # allowlisted, but not a model's shape
+        span.set_attribute("http.request.body", CANARY)  # off the allowlist
+    # Ended, queued, not yet checked: the calling thread paid no check.
+    assert handle.account.withheld == {}
+    assert sink.get_finished_spans() == ()
+    assert handle.force_flush(5.0)
+    (exported,) = sink.get_finished_spans()
+    assert CANARY not in repr(dict(exported.attributes or {}))
+    assert "http.request.body" not in (exported.attributes or {})
+    assert handle.account.withheld.get(GEN_AI_REQUEST_MODEL) == 1
+    handle.shutdown(2.0)
+
+
+def test_the_check_runs_on_the_batch_worker_not_the_thread_that_ends_the_span():
+    sink = InMemorySpanExporter()
+    sanitiser = ThreadNoting()
+    processor = BoundedBatchSpanProcessor(sink, prepare=sanitiser, schedule_delay=60.0)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    for name in ("a", "b", "c"):
+        tracer.start_span(name).end()
+    assert sanitiser.threads == []
+    assert processor.force_flush(5000)
+    assert sanitiser.threads == ["cafe-otel-batch"] * 3
+    assert [s.name for s in sink.get_finished_spans()] == ["a", "b", "c"]
+    processor.shutdown(2.0)
+
+
+class Counting(SpanExporter):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def export(self, spans) -> SpanExportResult:
+        self.seen += [span.name for span in spans]
+        return SpanExportResult.SUCCESS
+
+
+def _fails_on(names: set[str]):
+    sanitiser = SpanSanitiser()
+
+    def prepare(span: ReadableSpan) -> ReadableSpan:
+        if span.name in names:
+            raise RuntimeError(f"CANARY {span.name}")
+        return sanitiser(span)
+    return prepare
+
+
+def test_a_span_the_worker_cannot_check_is_dropped_and_counted_and_the_rest_of_its_batch_goes():
+    exporter = Counting()
+    account = TelemetryAccount()
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    processor = BoundedBatchSpanProcessor(exporter, account=account, prepare=_fails_on({"bad"}),
+                                          schedule_delay=60.0, meter_provider=meters)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    for name in ("ok1", "bad", "ok2", "bad"):
+        tracer.start_span(name).end()
+    assert processor.force_flush(5000)
+    processor.shutdown(2.0)
+    assert exporter.seen == ["ok1", "ok2"]
+    snap = account.snapshot()
+    assert (snap.exported, snap.dropped_redaction_failed, snap.dropped) == (2, 2, 2)
+    assert "CANARY" not in (snap.last_error or "")
+    assert "RuntimeError" in (snap.last_error or "")
+    processed = {}
+    for metric in reader.get_metrics_data().resource_metrics[0].scope_metrics[0].metrics:
+        if metric.name == "otel.sdk.processor.span.processed":
+            for point in metric.data.data_points:
+                processed[point.attributes.get("error.type")] = point.value
+    assert processed == {None: 2, "redaction_failed": 2}
+    meters.shutdown()
+
+
+def test_a_batch_whose_every_span_fails_the_check_reaches_no_exporter():
+    exporter = Counting()
+    account = TelemetryAccount()
+    processor = BoundedBatchSpanProcessor(exporter, account=account, prepare=_fails_on({"bad"}), schedule_delay=60.0)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    provider.get_tracer("test").start_span("bad").end()
+    assert processor.force_flush(5000)
+    processor.shutdown(2.0)
+    assert exporter.seen == []
+    assert (account.exported, account.dropped) == (0, 1)
+
+
+def test_secrets_added_after_a_span_ended_still_hold_at_its_export():
+    sink = InMemorySpanExporter()
+    handle = configure("svc", exporter=sink, environ={}, metrics=False, batch=BatchOptions(schedule_delay=60.0))
+    secret = "sk-live-0123456789abcdef"
+    tracer = handle.provider.get_tracer("third.party")
+    tracer.start_span(f"op {secret}").end()
+    handle.add_secrets([secret])  # known only now: the check at export still knows it
+    assert handle.force_flush(5.0)
+    (exported,) = sink.get_finished_spans()
+    assert secret not in exported.name
+    handle.shutdown(2.0)
+
+
+# One read: the sanitiser reads a span's attributes once, as a plain dict, whatever holds them.
+
+class OwnMapping(Mapping[str, Any]):
+    """A read-only mapping with no `copy`, as a hand-made span might carry."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class OddCopy(OwnMapping):
+    """Its `copy` gives back a mapping of its own kind, not a dict."""
+
+    def copy(self) -> OddCopy:
+        return OddCopy(self._items)
+
+
+class RaisingCopy(OwnMapping):
+    def copy(self) -> dict[str, Any]:
+        raise RuntimeError("no copies here")
+
+
+MIXED = {
+    "gen_ai.request.model": "gpt-4o-mini",
+    "gen_ai.prompt": f"a customer's {MARK} sentence",  # off the allowlist
+    "gen_ai.response.finish_reasons": ["stop"],  # a list: unhashable, but shaped like metadata
+    "llm.input": [MARK, "more"],  # unhashable and off the allowlist
+    "gen_ai.usage.input_tokens": 12,
+}
+KEPT = {"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.finish_reasons": ["stop"],
+        "gen_ai.usage.input_tokens": 12}
+
+
+def _span(attributes: Mapping[str, Any]) -> ReadableSpan:
+    return ReadableSpan("chat gpt-4o-mini", attributes=attributes, resource=Resource({}))
+
+
+@pytest.mark.parametrize("holder", [dict, OwnMapping, OddCopy, RaisingCopy])
+def test_every_kind_of_attribute_mapping_gets_the_same_verdict(holder):
+    sanitiser = SpanSanitiser(account=TelemetryAccount())
+    for _ in range(2):  # the second time, values that fit are remembered
+        clean = sanitiser(_span(holder(dict(MIXED))))
+        assert dict(clean.attributes) == KEPT
+    assert sanitiser(_span(holder(dict(KEPT)))).attributes == KEPT
+
+
+@pytest.mark.parametrize("holder", [dict, OwnMapping, OddCopy, RaisingCopy])
+def test_a_clean_span_in_any_mapping_is_handed_on_as_is(holder):
+    span = _span(holder({key: LEGIT[key] for key in ("gen_ai.request.model", "gen_ai.usage.input_tokens",
+                                                      "gen_ai.response.finish_reasons")}))
+    assert SpanSanitiser()(span) is span
+
+
+def test_a_secret_in_a_value_remembered_as_fitting_is_still_caught_on_a_later_span():
+    account = TelemetryAccount()
+    sanitiser = SpanSanitiser(account=account, secrets=["sk-live-0123456789"])
+    fine = {"gen_ai.response.model": "gpt-4o-mini", "gen_ai.usage.output_tokens": 3}
+    for _ in range(2):
+        span = _span(dict(fine))
+        assert sanitiser(span) is span
+    leaky = {**fine, "gen_ai.request.model": "model-sk-live-0123456789"}
+    assert dict(sanitiser(_span(leaky)).attributes) == fine
+    assert account.withheld == {"gen_ai.request.model": 1}

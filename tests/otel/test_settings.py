@@ -4,35 +4,34 @@ their bounds, TLS files per signal, the sampler, and an environment that is host
 from __future__ import annotations
 
 import io
-from pathlib import Path
-import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from cafe.cli import main
-from cafe_otel import BatchOptions, TelemetryConfigError, configure, resolve_settings
-from cafe_otel._config.settings import resolve_batch_settings
-from .conftest import closed_port
 import os
 import subprocess
 import sys
-from cafe.errors import ConfigurationError
-from cafe_otel import configure
-from cafe_otel._config.environment import LIMIT_VARIABLES
-from typing import Any
-import grpc
-import requests
-from opentelemetry.exporter.otlp.proto.grpc import exporter as sdk_grpc_exporter
 from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import requests
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.grpc import exporter as sdk_grpc_exporter
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
-from cafe_otel import AdvancedOptions, BatchOptions, MetricsOptions, TelemetryConfigError, configure
+
+from cafe.cli import main
+from cafe.errors import ConfigurationError
+from cafe_otel import AdvancedOptions, BatchOptions, MetricsOptions, TelemetryConfigError, configure, resolve_settings
 from cafe_otel._cli.plugin import plugin
+from cafe_otel._config.environment import LIMIT_VARIABLES
 from cafe_otel._config.sampling import SAMPLERS, sampler_from
+from cafe_otel._config.settings import resolve_batch_settings
+
 from .conftest import closed_port, seed_shift
 
-
-# settings bounds: Out-of-range telemetry settings are configuration errors (exit 20) that name the
+# Bounds: an out-of-range setting is a configuration error (exit 20) naming the variable.
 
 BAD_MILLIS = ["inf", "-inf", "1e13", "nan", "NaN", "0", "-5", "3600001", "10s", "0x10"]
 
@@ -226,7 +225,7 @@ def test_any_otel_settings_end_in_one_stderr_line_and_a_documented_exit_code(tmp
         assert err == "" or err.startswith("telemetry: "), err
 
 
-# hostile environment: OTel variables that the SDK reads for itself, given garbage: each is a named
+# A hostile environment: the variables the SDK reads itself, given garbage, are named errors.
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "tests" / "recordings" / "seed-shift.jsonl"
@@ -428,7 +427,7 @@ def test_a_duplicate_metrics_header_is_refused_too() -> None:
         configure("svc", environ=environ)
 
 
-# tls environ: The OTLP exporters' TLS comes from the environ handed to `configure()`, for both signals and
+# TLS: the exporters' certificates come from the environ handed in, per signal.
 
 SIGNALS = ("", "TRACES_", "METRICS_")
 KINDS = ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE", "INSECURE")
@@ -627,7 +626,7 @@ def test_the_sdks_credential_provider_is_refused_not_silently_skipped(variable: 
     assert "my_provider" not in str(raised.value)
 
 
-# sampling: OTEL_TRACES_SAMPLER and its argument: the specification's samplers built from the
+# Sampling: OTEL_TRACES_SAMPLER and its argument; a shift kept or left out whole.
 
 @pytest.mark.parametrize(("environ", "description"), [
     ({}, "ParentBased{root:AlwaysOnSampler,"),
