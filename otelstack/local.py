@@ -4,7 +4,7 @@ The built Collector (collector.yaml, one tier) and Jaeger (Badger storage under 
 restart keeps the traces), each bound to 127.0.0.1 on the usual ports: OTLP 4317/4318 into
 the Collector, Jaeger's query API on 16686. Both run in their own sessions, so they outlive
 the command that started them; DIR (0700) holds their logs, stack.json, the Collector's queue
-and Jaeger's data.
+and Jaeger's data. A DIR others may write into (/tmp) is refused, not made private.
 
 `up` refuses a port already in use, and calls a program up only while that process itself
 runs and holds its ports (a health answer from another process proves nothing). stack.json
@@ -307,10 +307,17 @@ def down(directory: Path, *, grace: float = GRACE, out: TextIO | None = None) ->
     return 0
 
 
+def _directory(value: str) -> Path:
+    # An empty value is Path("."), the working directory: `down` would make it private, `up` fill it.
+    if not value.strip():
+        raise argparse.ArgumentTypeError("needs a directory (an empty one names none), e.g. --dir .stack")
+    return Path(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m otelstack", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down"])
-    parser.add_argument("--dir", type=Path, required=True, help="where the stack keeps logs, pids and data")
+    parser.add_argument("--dir", type=_directory, required=True, help="where the stack keeps logs, pids and data")
     args = parser.parse_args(argv)
     try:
         return up(args.dir) if args.command == "up" else down(args.dir)
