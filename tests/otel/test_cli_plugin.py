@@ -310,6 +310,33 @@ def test_an_export_still_in_flight_at_the_bound_is_unconfirmed_never_dropped(tmp
     assert "0 spans exported, 0 dropped, 11 unconfirmed" in err
 
 
+def test_an_export_its_receiver_took_and_never_answered_in_time_is_unconfirmed(tmp_path):
+    from tests.local_http import serving
+
+    release = threading.Event()
+    received = threading.Event()
+
+    class Holding(_answering(200)):  # type: ignore[misc]
+        def do_POST(self) -> None:
+            self.read_body()  # the whole request: a receiver may store it now
+            received.set()
+            release.wait(10)
+
+    # The exporter's own timeout ends the export (FAILURE, after a ReadTimeout), well within
+    # the command's wait: what the receiver did with the spans is still unknown.
+    with serving(Holding) as port:
+        try:
+            code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                                    "--timeout", "5", "--otlp", f"http://127.0.0.1:{port}"],
+                                   {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
+        finally:
+            release.set()
+    assert received.is_set()
+    assert code == TelemetryExportFailed.exit_code
+    assert "11 of 11 spans were not confirmed delivered (11 unconfirmed" in err, err
+    assert "0 spans exported, 0 dropped, 11 unconfirmed" in err and "(ReadTimeout)" in err
+
+
 def test_no_trace_link_when_no_span_was_delivered(tmp_path):
     from tests.local_http import serving
 
