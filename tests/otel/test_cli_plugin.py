@@ -337,6 +337,22 @@ def test_an_export_its_receiver_took_and_never_answered_in_time_is_unconfirmed(t
     assert "0 spans exported, 0 dropped, 11 unconfirmed" in err and "(ReadTimeout)" in err
 
 
+def test_replay_show_with_otlp_draws_and_exports_the_recorded_timings(receiver, tmp_path):
+    from cafe.recording import load_recording
+    from cafe.trace.render import format_seconds
+
+    path = _recorded(tmp_path)
+    recording = load_recording(path)
+    code, out, err = _cli(["replay", path, "--show", "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    drawn = [line.split("[generation]")[1].split()[0] for line in out.splitlines() if "[generation]" in line]
+    assert drawn == [format_seconds(call.timing.duration_ns / 1e9) for call in recording.calls]
+    chats = sorted((span for span in receiver.spans() if span.name.startswith("chat ")),
+                   key=lambda span: span.start_time_unix_nano)
+    assert [(span.start_time_unix_nano, span.end_time_unix_nano - span.start_time_unix_nano) for span in chats] == [
+        (call.timing.start_unix_nano, call.timing.duration_ns) for call in recording.calls]
+
+
 def test_no_trace_link_when_no_span_was_delivered(tmp_path):
     from tests.local_http import serving
 
