@@ -159,3 +159,33 @@ def test_a_reader_gone_mid_command_costs_the_recording_nothing(tmp_path: Path) -
                 load_plugins=lambda warn: [])
     assert (code, err.getvalue()) == (0, "")
     assert load_recording(path).ending is not None
+
+
+def _with_stdout(stdout: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`cafe ARGV` run by a shell whose redirection `stdout` (`>&-`, `>/dev/full`) sets its stdout."""
+    environ = {key: value for key, value in os.environ.items()
+               if not key.startswith(("OTEL_", "CAFE_", "COURSE_"))}
+    environ["PYTHONPATH"] = str(ROOT)
+    words = " ".join(f"'{word}'" for word in [sys.executable, "-m", "cafe", *argv])
+    return subprocess.run(["sh", "-c", f"exec {words} {stdout}"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=environ, cwd=cwd, timeout=120, check=False)
+
+
+def test_a_stdout_closed_before_the_command_starts_is_a_reader_gone(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    done = _with_stdout(">&-", "shift", "--seed", "1", "--record", str(path), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")  # no traceback, no internal error
+    assert load_recording(path).ending is not None
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line_and_exit_38_and_costs_the_recording_nothing(
+        tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    done = _with_stdout(">/dev/full", "shift", "--seed", "1", "--record", str(path), cwd=tmp_path)
+    assert done.returncode == 38, done.stderr
+    assert done.stderr == "cafe: error: <stdout>: cannot write the output (ENOSPC)\n"
+    assert load_recording(path).ending is not None
+    # A command's own error keeps its code and its line.
+    done = _with_stdout(">/dev/full", "replay", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert done.returncode == 31 and done.stderr.count("\n") == 1 and "no such recording" in done.stderr

@@ -310,6 +310,49 @@ def test_an_export_still_in_flight_at_the_bound_is_unconfirmed_never_dropped(tmp
     assert "0 spans exported, 0 dropped, 11 unconfirmed" in err
 
 
+def test_an_export_its_receiver_took_and_never_answered_in_time_is_unconfirmed(tmp_path):
+    from tests.local_http import serving
+
+    release = threading.Event()
+    received = threading.Event()
+
+    class Holding(_answering(200)):  # type: ignore[misc]
+        def do_POST(self) -> None:
+            self.read_body()  # the whole request: a receiver may store it now
+            received.set()
+            release.wait(10)
+
+    # The exporter's own timeout ends the export (FAILURE, after a ReadTimeout), well within
+    # the command's wait: what the receiver did with the spans is still unknown.
+    with serving(Holding) as port:
+        try:
+            code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                                    "--timeout", "5", "--otlp", f"http://127.0.0.1:{port}"],
+                                   {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
+        finally:
+            release.set()
+    assert received.is_set()
+    assert code == TelemetryExportFailed.exit_code
+    assert "11 of 11 spans were not confirmed delivered (11 unconfirmed" in err, err
+    assert "0 spans exported, 0 dropped, 11 unconfirmed" in err and "(ReadTimeout)" in err
+
+
+def test_replay_show_with_otlp_draws_and_exports_the_recorded_timings(receiver, tmp_path):
+    from cafe.recording import load_recording
+    from cafe.trace.render import format_seconds
+
+    path = _recorded(tmp_path)
+    recording = load_recording(path)
+    code, out, err = _cli(["replay", path, "--show", "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    drawn = [line.split("[generation]")[1].split()[0] for line in out.splitlines() if "[generation]" in line]
+    assert drawn == [format_seconds(call.timing.duration_ns / 1e9) for call in recording.calls]
+    chats = sorted((span for span in receiver.spans() if span.name.startswith("chat ")),
+                   key=lambda span: span.start_time_unix_nano)
+    assert [(span.start_time_unix_nano, span.end_time_unix_nano - span.start_time_unix_nano) for span in chats] == [
+        (call.timing.start_unix_nano, call.timing.duration_ns) for call in recording.calls]
+
+
 def test_no_trace_link_when_no_span_was_delivered(tmp_path):
     from tests.local_http import serving
 
