@@ -60,6 +60,7 @@ PROGRAMS = frozenset(PORTS)
 GRACE = 15.0  # seconds a program has to exit after SIGTERM
 KILL_WAIT = 5.0  # and after SIGKILL
 POLL = 0.1
+IDENTIFY_WAIT = 5.0  # seconds a new program's command line has to appear in /proc
 Ports = Mapping[str, Mapping[str, int]]
 
 
@@ -188,6 +189,19 @@ def _stop_started(children: list[subprocess.Popen[bytes]], grace: float) -> None
             child.wait(KILL_WAIT)
 
 
+def _identify_started(pid: int) -> ProcessIdentity | None:
+    """The identity of a child just started. Popen returns once the exec is past its point of
+    no return, while the kernel may still be mapping the new program: /proc then shows an empty
+    command line, which `down` could never match. So the read is repeated, boundedly, until the
+    command line is there."""
+    deadline = time.monotonic() + IDENTIFY_WAIT
+    while True:
+        identity = identify(pid)
+        if identity is None or identity.cmdline or time.monotonic() >= deadline:
+            return identity
+        time.sleep(0.005)
+
+
 def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str, str], timeout: float) -> None:
     children: list[subprocess.Popen[bytes]] = []
     records: dict[str, ProcessIdentity] = {}
@@ -200,12 +214,12 @@ def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str,
             finally:
                 os.close(log)
             children.append(child)
-            identity = identify(child.pid)
-            if identity is not None:
+            identity = _identify_started(child.pid)
+            if identity is not None and identity.cmdline:
                 records[program.name] = identity
                 stack.write_state(records)
             _wait_serving(program, child, stack.path / f"{program.name}.log", timeout)
-            if identity is None:
+            if identity is None or not identity.cmdline:
                 raise ProgramFailed(f"{program.name} (pid {child.pid}) could not be identified in /proc")
         for program, child in zip(programs, children, strict=True):
             status = _exit_status(child)
