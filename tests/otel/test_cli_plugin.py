@@ -412,6 +412,23 @@ def test_a_bare_otlp_never_swallows_the_recording_path(receiver, tmp_path, argv)
     assert "telemetry: 11 spans exported, 0 dropped" in err and receiver.spans()
 
 
+@pytest.mark.parametrize("argv", [
+    ["replay", "--otlp", "{endpoint}", "{path}"],
+    ["replay", "{path}", "--otlp", "{endpoint}"],
+    ["export", "--otlp", "{endpoint}", "{path}"],
+])
+def test_an_endpoint_without_its_scheme_after_a_bare_otlp_is_the_endpoint(receiver, tmp_path, argv):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+                      decisions=SEED_DECISIONS, seed=3)
+    endpoint = receiver.url.removeprefix("http://")  # 127.0.0.1:PORT, as --otlp=127.0.0.1:PORT takes it
+    filled = [word.format(path=path, endpoint=endpoint) for word in argv]
+    code, _out, err = _cli(filled, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}",
+                                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    assert code == 0, err
+    assert len(receiver.spans()) == 11  # sent to the word after --otlp, not to the environment's
+
+
 def test_a_bare_otlp_on_export_takes_the_endpoint_from_the_environment(receiver, tmp_path):
     path = tmp_path / "shift.jsonl"
     cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
