@@ -11,6 +11,8 @@ import re
 import sys
 from typing import Any, TextIO
 
+from cafe.privacy import structure_scrubber
+
 # Set (to anything) to see an internal error's traceback instead of its one line.
 DEBUG_VARIABLE = "CAFE_DEBUG"
 
@@ -80,6 +82,8 @@ class EscapingStream:
 
 
 def one_line(error: BaseException, text: str | None = None) -> str:
-    """The error and its notes (where a failed recording left its calls) on one line."""
+    """The error and its notes (where a failed recording left its calls) on one line, with
+    the secret patterns applied: a file name it quotes may hold a key (`deploy_sk-...`), and
+    the line goes to CI logs as the mismatch page's error line goes to a reader."""
     parts = [str(error) if text is None else text, *getattr(error, "__notes__", ())]
-    return "; ".join(part.replace("\n", " ") for part in parts if part)
+    return structure_scrubber().scrub("; ".join(part.replace("\n", " ") for part in parts if part))

@@ -78,6 +78,28 @@ def test_an_error_naming_a_file_escapes_its_control_characters(tmp_path: Path) -
     assert r"x\x1b[2J\x1b]0;owned\x07\x0d\x08\x9b.jsonl: no such recording" in err
 
 
+# Built from pieces, so that this file is not itself a key to a scanner.
+KEY_IN_NAME = "sk-" + "proj-" + "Kq72Zx9Wm4Rt8Yp3Ln6Bv1Cs5Df0Gh2"
+
+
+@pytest.mark.parametrize("command", [
+    ("replay", "{dir}/missing_{key}.jsonl"),  # no such recording
+    ("replay", "{dir}/bad_{key}.jsonl"),  # not a recording
+    ("view", "{dir}/bad_{key}.jsonl", "-o", "{dir}/page.html"),
+    ("view", "{dir}/good_{key}.jsonl", "-o", "{dir}/missing/{key}.html"),  # the page cannot be written
+    ("replay", "{dir}/good_{key}.jsonl", "--report", "{dir}/missing/x_{key}.html"),
+    ("shift", "--record", "{dir}/good_{key}.jsonl"),  # exists: never overwritten
+])
+def test_an_error_line_naming_a_file_scrubs_a_key_in_its_name(tmp_path: Path, command: tuple[str, ...]) -> None:
+    (tmp_path / f"bad_{KEY_IN_NAME}.jsonl").write_text('{"bad"\n')
+    record_shift(ScriptedClient(), ["A latte, please.", "That's all."], tmp_path / f"good_{KEY_IN_NAME}.jsonl",
+                 responder=make_responder([("approve", None)]))
+    code, _, err = _run(*(part.format(dir=tmp_path, key=KEY_IN_NAME) for part in command))
+    assert code not in (0, 70), err
+    assert err.startswith("cafe: error: ") and err.count("\n") == 1
+    assert KEY_IN_NAME[8:] not in err and "[REDACTED]" in err
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_printable_leaves_nothing_a_terminal_acts_on_and_keeps_the_rest(text: str) -> None:

@@ -251,6 +251,23 @@ def test_the_report_names_a_receivers_failure_by_its_kind_never_its_text(tmp_pat
     assert "(exporter: HTTP 500)" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("endpoint", [
+    "http://127.0.0.1:{port}/" + RECEIVER_SECRET + "/v1/traces",  # a receiver that takes its key in the path
+    "http://127.0.0.1:{port}/v1/deploy_" + RECEIVER_SECRET,
+])
+def test_the_report_never_shows_a_key_in_the_endpoints_path(tmp_path, endpoint):
+    from cafe.urls import shown_url
+    from tests.local_http import serving
+
+    with serving(_answering(500)) as port:
+        url = endpoint.format(port=port)
+        code, out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf", "--otlp", url])
+    assert code == TelemetryExportFailed.exit_code
+    assert RECEIVER_SECRET[8:] not in out + err and "[REDACTED]" in err and err.count("\n") == 1
+    host = shown_url(f"https://{RECEIVER_SECRET}.ingest.example:4318/v1/traces")
+    assert RECEIVER_SECRET[8:].lower() not in host.lower() and host.endswith(".ingest.example:4318/v1/traces")
+
+
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_a_redirect_is_not_delivered(tmp_path, status):
     from tests.local_http import serving
