@@ -597,7 +597,7 @@ def broken_page(monkeypatch):
 
 
 @pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
-@pytest.mark.parametrize("flag", ["-l", "--showlocals"])
+@pytest.mark.parametrize("flag", ["-l", "--showlocals", "--tb=long"])
 def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pytest.Pytester, flag: str,
                                                                   broken: bool) -> None:
     # A recorded key holding `[`, whose path the page highlights.
@@ -614,6 +614,26 @@ def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pyte
     _assert_one_clean_line(output)
     assert "cafe: " in output and "call 1" in output
     assert ("no report: the page could not be drawn (ValueError)" in output) is broken
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
+def test_a_full_trace_of_a_failed_replay_shows_pytests_frames_and_nothing_recorded(pytester: pytest.Pytester,
+                                                                                  broken: bool) -> None:
+    # --full-trace asks pytest for its own frames too: they are shown, with their locals, and
+    # none of them holds what the recording holds.
+    pytester.makepyfile(test_orders=KEYED_MODULE.format(value="first", customer=CUSTOMER))
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makepyfile(test_orders=KEYED_MODULE.format(value="second", customer=CUSTOMER))
+    if broken:
+        pytester.makeconftest(BROKEN_PAGE)
+    reports = pytester.path / "reports"
+    reports.mkdir()
+    result = pytester.runpytest("--full-trace", "--showlocals", f"--cafe-report-dir={reports}")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str() + result.stderr.str()
+    assert CUSTOMER not in output and "Priya" not in output
+    assert SECRET not in output and SECRET[8:] not in output
+    assert "cafe: " in output and "call 1" in output
 
 
 def test_an_error_raised_through_cafes_code_while_recording_fails_the_test_in_one_line(
