@@ -572,6 +572,7 @@ class CallBuilder:
         self._worker: threading.Thread | None = None
         self._starting = threading.Lock()
         self._closed = False
+        _watch_forks()
         _BUILDERS.add(self)
         # Registered after the providers' own exit hooks, so it runs before them (atexit
         # runs the last registered first): what is still queued reaches their processors.
@@ -658,8 +659,17 @@ def _forget_threads_in_child() -> None:
         builder._forget_thread()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_threads_in_child)
+_fork_hook = threading.Lock()
+_fork_hook_registered = False
+
+
+def _watch_forks() -> None:
+    # Registered by the first builder, not on import: importing the module changes nothing.
+    global _fork_hook_registered
+    with _fork_hook:
+        if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_forget_threads_in_child)
+            _fork_hook_registered = True
 
 
 class GenAIWireObserver:
