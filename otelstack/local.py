@@ -193,12 +193,14 @@ def _identify_started(pid: int) -> ProcessIdentity | None:
     """The identity of a child just started. Popen returns once the exec is past its point of
     no return, while the kernel may still be mapping the new program: /proc then shows an empty
     command line, which `down` could never match. So the read is repeated, boundedly, until the
-    command line is there."""
+    command line is there; None when it never is, or the process is gone."""
     deadline = time.monotonic() + IDENTIFY_WAIT
     while True:
         identity = identify(pid)
-        if identity is None or identity.cmdline or time.monotonic() >= deadline:
+        if identity is None or identity.cmdline:
             return identity
+        if time.monotonic() >= deadline:
+            return None
         time.sleep(0.005)
 
 
@@ -215,11 +217,11 @@ def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str,
                 os.close(log)
             children.append(child)
             identity = _identify_started(child.pid)
-            if identity is not None and identity.cmdline:
+            if identity is not None:
                 records[program.name] = identity
                 stack.write_state(records)
             _wait_serving(program, child, stack.path / f"{program.name}.log", timeout)
-            if identity is None or not identity.cmdline:
+            if identity is None:
                 raise ProgramFailed(f"{program.name} (pid {child.pid}) could not be identified in /proc")
         for program, child in zip(programs, children, strict=True):
             status = _exit_status(child)

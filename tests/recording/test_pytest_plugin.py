@@ -572,9 +572,13 @@ def test_order(cafe_recording):
 '''
 
 
-def _assert_one_clean_line(output: str) -> None:
+def _assert_nothing_recorded(output: str) -> None:
     assert CUSTOMER not in output and "Priya" not in output
     assert SECRET not in output and SECRET[8:] not in output
+
+
+def _assert_one_clean_line(output: str) -> None:
+    _assert_nothing_recorded(output)
     assert "Traceback" not in output and "def " not in output  # no frame is rendered
 
 
@@ -596,11 +600,9 @@ def broken_page(monkeypatch):
 """
 
 
-@pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
-@pytest.mark.parametrize("flag", ["-l", "--showlocals", "--tb=long"])
-def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pytest.Pytester, flag: str,
-                                                                  broken: bool) -> None:
-    # A recorded key holding `[`, whose path the page highlights.
+def _failed_replay_with_a_report(pytester: pytest.Pytester, broken: bool, *flags: str) -> str:
+    """What pytest prints for a replay that fails on a recorded key holding `[` (whose path the
+    page highlights), with a report directory; `broken`: the page cannot be drawn."""
     pytester.makepyfile(test_orders=KEYED_MODULE.format(value="first", customer=CUSTOMER))
     pytester.runpytest().assert_outcomes(passed=1)
     pytester.makepyfile(test_orders=KEYED_MODULE.format(value="second", customer=CUSTOMER))
@@ -608,9 +610,16 @@ def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pyte
         pytester.makeconftest(BROKEN_PAGE)
     reports = pytester.path / "reports"
     reports.mkdir()
-    result = pytester.runpytest(flag, f"--cafe-report-dir={reports}")
+    result = pytester.runpytest(*flags, f"--cafe-report-dir={reports}")
     result.assert_outcomes(failed=1)
-    output = result.stdout.str() + result.stderr.str()
+    return result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
+@pytest.mark.parametrize("flag", ["-l", "--showlocals", "--tb=long"])
+def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pytest.Pytester, flag: str,
+                                                                  broken: bool) -> None:
+    output = _failed_replay_with_a_report(pytester, broken, flag)
     _assert_one_clean_line(output)
     assert "cafe: " in output and "call 1" in output
     assert ("no report: the page could not be drawn (ValueError)" in output) is broken
@@ -621,18 +630,8 @@ def test_a_full_trace_of_a_failed_replay_shows_pytests_frames_and_nothing_record
                                                                                   broken: bool) -> None:
     # --full-trace asks pytest for its own frames too: they are shown, with their locals, and
     # none of them holds what the recording holds.
-    pytester.makepyfile(test_orders=KEYED_MODULE.format(value="first", customer=CUSTOMER))
-    pytester.runpytest().assert_outcomes(passed=1)
-    pytester.makepyfile(test_orders=KEYED_MODULE.format(value="second", customer=CUSTOMER))
-    if broken:
-        pytester.makeconftest(BROKEN_PAGE)
-    reports = pytester.path / "reports"
-    reports.mkdir()
-    result = pytester.runpytest("--full-trace", "--showlocals", f"--cafe-report-dir={reports}")
-    result.assert_outcomes(failed=1)
-    output = result.stdout.str() + result.stderr.str()
-    assert CUSTOMER not in output and "Priya" not in output
-    assert SECRET not in output and SECRET[8:] not in output
+    output = _failed_replay_with_a_report(pytester, broken, "--full-trace", "--showlocals")
+    _assert_nothing_recorded(output)
     assert "cafe: " in output and "call 1" in output
 
 
