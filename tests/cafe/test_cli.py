@@ -213,6 +213,17 @@ def test_every_usage_error_is_one_line_with_exit_2_and_a_help_command_that_works
     assert helped.value.code == 0
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["shift", "--version"], "unrecognized arguments: --version (see `cafe --help`)"),
+    (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+    (["shift", "--max-turns", "x"], "cafe shift: argument --max-turns:"),
+])
+def test_a_usage_error_names_cafe_once_and_a_subcommand_by_its_name(argv, said):
+    code, _, err = cafe(*argv)
+    assert code == 2 and err.startswith(f"cafe: error: {said}"), err
+    assert not err.startswith("cafe: error: cafe: ")
+
+
 def test_version_prints_cafe_and_the_installed_version():
     from importlib import metadata
 
