@@ -251,6 +251,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             self._lost_before_export(left, SHUTDOWN_TIMEOUT, f"{left} spans still queued when {why}")
         if in_flight is not None:
             self._settler.settle_in_flight(in_flight, why)
+        # No export after this (one still in flight ends on its own), and the export
+        # runner's thread ends once it is idle.
+        self._boundary.close()
         # The exporter's own shutdown gets what is left of the bound; started even when none
         # is (an OTLP exporter's shutdown is what ends its retry sleep), never waited past it.
         outcome = self._boundary.control(self._exporter.shutdown, timeout=deadline - time.monotonic())

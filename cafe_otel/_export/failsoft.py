@@ -44,17 +44,21 @@ class ExportRunner:
     """Calls bounded in time, one at a time, on one daemon thread that stays for the next
     call (`FailSoft(exclusive=True)`'s answers, without a thread started a call): while a
     call is in flight, hung or not, the next returns `busy` at once; a call not answered
-    within its bound returns `timeout` and keeps the thread until it ends."""
+    within its bound returns `timeout` and keeps the thread until it ends. The thread ends
+    after `idle` seconds without a call, or once `stop()` is called and its call (if any)
+    has ended; a later call starts another, unless the runner is stopped."""
 
     def __init__(self, name: str = "cafe-otel-export", *, idle: float = RUNNER_IDLE_SECONDS) -> None:
         self._name = name
         self._idle = idle
+        self._stopped = False
         self._reset()
+        _watch_forks()
         _RUNNERS.add(self)
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._wake = threading.Lock()  # released when a call is handed over
+        self._wake = threading.Lock()  # released when a call is handed over, or to stop
         self._wake.acquire()
         self._thread: threading.Thread | None = None
         self._job: tuple[Callable[..., Any], tuple[Any, ...], list[Outcome], threading.Lock] | None = None
@@ -69,6 +73,8 @@ class ExportRunner:
         with self._lock:
             if self._running:
                 return Outcome(error_type=BUSY, why="the previous call is still hung; not attempted")
+            if self._stopped:
+                return Outcome(error_type=ALREADY_SHUTDOWN, why="exporter already shut down")
             self._running = True
             self._job = (fn, args, box, done)
             if self._thread is None:
@@ -85,36 +91,63 @@ class ExportRunner:
             return Outcome(error_type=TIMEOUT, why=f"no answer within {bound:g}s")
         return box[0]
 
+    def stop(self) -> None:
+        """No call is taken from now on; the thread ends now when idle, else once its call
+        ends. Never waits."""
+        with self._lock:
+            self._stopped = True
+            if self._thread is not None and not self._running:
+                self._wake.release()  # idle: nothing handed over, so the thread wakes to end
+
     def _serve(self) -> None:
-        while True:
-            woken = self._wake.acquire(timeout=self._idle)
-            with self._lock:
-                job, self._job = self._job, None
-                if job is None:
-                    self._thread = None  # idle: the next call starts a thread again
-                    return
-                if not woken:  # handed over as the wait ran out: take the hand-over too
-                    self._wake.acquire(blocking=False)
-            fn, args, box, done = job
-            try:
-                box.append(Outcome(value=fn(*args)))
-            except BaseException as error:  # on a worker thread even SystemExit is the callee's
-                box.append(Outcome(error_type=report_failure(error).error_class,
-                                   why=f"raised {type(error).__name__}"))
-            finally:
+        me = threading.current_thread()
+        try:
+            while True:
+                woken = self._wake.acquire(timeout=self._idle)
                 with self._lock:
-                    self._running = False
-                done.release()
+                    job, self._job = self._job, None
+                    if not woken:  # a hand-over (or a stop) as the wait ran out: take it too
+                        self._wake.acquire(blocking=False)
+                    if job is None:  # idle, or stopped: the next call starts a thread again
+                        self._thread = None
+                        return
+                fn, args, box, done = job
+                try:
+                    box.append(Outcome(value=fn(*args)))
+                except BaseException as error:  # on a worker thread even SystemExit is the callee's
+                    box.append(Outcome(error_type=report_failure(error).error_class,
+                                       why=f"raised {type(error).__name__}"))
+                finally:
+                    with self._lock:
+                        self._running = False
+                        if self._stopped:
+                            self._thread = None
+                    done.release()
+                if self._thread is not me:
+                    return
+        finally:
+            with self._lock:  # however it ended, the next call finds no thread and starts one
+                if self._thread is me:
+                    self._thread = None
 
 
 def _after_fork_in_child() -> None:
-    # A child has none of its parent's threads: its runners start afresh.
+    # A child has none of its parent's threads: its runners start afresh, with no call in flight.
     for runner in list(_RUNNERS):
         runner._reset()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_fork_hook = threading.Lock()
+_fork_hook_registered = False
+
+
+def _watch_forks() -> None:
+    # Registered by the first runner, not on import: importing the module changes nothing.
+    global _fork_hook_registered
+    with _fork_hook:
+        if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _fork_hook_registered = True
 
 
 class ExportBoundary:
@@ -156,6 +189,7 @@ class ExportBoundary:
         if self._closed.is_set():
             return False
         self._closed.set()
+        self._exports.stop()  # its thread ends now, or once a hung export returns
         return True
 
 
