@@ -516,8 +516,8 @@ def _make(spec: dict[str, Any], sources, number: int) -> ReadableSpan:
                 parent=parents if spec["trace_state"] else None, resource=resources[spec["where"] // 3],
                 attributes=HOLDERS[spec["holder"]](attributes),
                 events=tuple(Event(name, attributes, timestamp=1) for name, attributes in spec["events"]),
-                links=tuple(links), status=status, instrumentation_scope=tracer.instrumentation_scope
-                if hasattr(tracer, "instrumentation_scope") else tracer._instrumentation_scope)
+                links=tuple(links), status=status,
+                instrumentation_scope=tracer._instrumentation_scope)  # the very scope its SDK spans carry
 
 
 def _leaves(found: ReadableSpan | Exception, span: ReadableSpan) -> Any:
@@ -578,7 +578,7 @@ class CountsFullChecks(SpanSanitiser):
 
 
 def test_an_sdk_span_like_one_seen_before_is_checked_by_its_fields_and_leaves_as_it_is(span_sources):
-    resources, tracers, ended = span_sources
+    _, tracers, ended = span_sources
     sanitiser = CountsFullChecks(account=TelemetryAccount())
     tracer = tracers[0]
     made = []
