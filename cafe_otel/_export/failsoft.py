@@ -48,7 +48,8 @@ class ExportRunner:
     """Calls bounded in time, one at a time, on one daemon thread that stays for the next
     call (`FailSoft(exclusive=True)`'s answers, without a thread started a call): while a
     call is in flight, hung or not, the next returns `busy` at once; a call not answered
-    within its bound returns `timeout` and keeps the thread until it ends. The thread ends
+    within its bound (counted from when the thread takes it, see `SCHEDULING_ALLOWANCE`)
+    returns `timeout` and keeps the thread until it ends. The thread ends
     after `idle` seconds without a call, or once `stop()` is called and its call (if any)
     has ended; a later call starts another, unless the runner is stopped."""
 
