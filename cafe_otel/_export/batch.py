@@ -100,6 +100,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             raise ValueError(f"shutdown_timeout must be a finite number of seconds, not {shutdown_timeout!r}")
         self._exporter = exporter
         self._prepare = prepare
+        # A `prepare` that checks a whole batch at once (`SpanSanitiser.each`) is asked so.
+        self._prepare_each: Callable[[list[ReadableSpan]], list[ReadableSpan | Exception]] | None = getattr(
+            prepare, "each", None)
         self._attempts = attempts
         self.account = account if account is not None else TelemetryAccount()
         self._max_queue = max_queue_size
@@ -183,11 +186,24 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         """The batch's spans as `prepare` made them; a span it raised on is dropped and counted."""
         clean: list[ReadableSpan] = []
         failures: list[str] = []
-        for span in spans:
+        if self._prepare_each is not None:
             try:
-                clean.append(prepare(span))
-            except Exception as error:  # fail closed: never hand on the unchecked span
-                failures.append(type(error).__name__)
+                found = self._prepare_each(spans)
+                if len(found) != len(spans):
+                    raise ValueError("the check answered for another number of spans")
+            except Exception as error:  # fail closed: the whole batch unchecked, none handed on
+                found = [error] * len(spans)
+            for item in found:
+                if isinstance(item, Exception):
+                    failures.append(type(item).__name__)
+                else:
+                    clean.append(item)
+        else:
+            for span in spans:
+                try:
+                    clean.append(prepare(span))
+                except Exception as error:  # fail closed: never hand on the unchecked span
+                    failures.append(type(error).__name__)
         if failures and batch.shrink(len(failures)):
             for error_type in failures:
                 self._lost_before_export(1, REDACTION_FAILED, f"sanitising a span raised {error_type}; span dropped")
@@ -235,6 +251,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             self._lost_before_export(left, SHUTDOWN_TIMEOUT, f"{left} spans still queued when {why}")
         if in_flight is not None:
             self._settler.settle_in_flight(in_flight, why)
+        # No export after this (one still in flight ends on its own), and the export
+        # runner's thread ends once it is idle.
+        self._boundary.close()
         # The exporter's own shutdown gets what is left of the bound; started even when none
         # is (an OTLP exporter's shutdown is what ends its retry sleep), never waited past it.
         outcome = self._boundary.control(self._exporter.shutdown, timeout=deadline - time.monotonic())

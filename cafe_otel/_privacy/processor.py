@@ -31,9 +31,11 @@ from contextlib import suppress
 from types import MappingProxyType
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, Status, TraceState
 
@@ -44,6 +46,7 @@ from cafe_otel._privacy.resource import ResourceGuard
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
+_SDK_SPAN = ReadableSpan  # what an SDK span hands its processors as it ends
 _WITHHELD = object()
 HASH_MARKER = "hmac:"
 _MEMO_SIZE = 4096  # bound on each memo of values already found to fit
@@ -318,6 +321,62 @@ class SpanSanitiser:
     def __call__(self, span: ReadableSpan) -> ReadableSpan:
         with self._lock:
             return self._sanitise(span)
+
+    def each(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan | Exception]:
+        """Every span of a batch checked as `self(span)` checks it, under one hold of the
+        lock: the span or its metadata-only copy, or the `Exception` its check raised (the
+        caller drops that span and counts it: fail closed)."""
+        out: list[ReadableSpan | Exception] = []
+        with self._lock:
+            for span in spans:
+                try:
+                    out.append(span if self._fits_as_it_is(span) else self._sanitise(span))
+                except Exception as error:  # this span only; the batch's others are still checked
+                    out.append(error)
+        return out
+
+    def _fits_as_it_is(self, span: ReadableSpan) -> bool:
+        """True when an SDK span may leave as it is, by the common case alone: its name,
+        scope and resource seen before unchanged, no events, links, trace state or status
+        text, and every attribute fitting. False sends it to the full check (`_sanitise`),
+        which decides and counts. The SDK span's own fields are read, not its properties,
+        which copy its events, links and attributes for every span; a span of another
+        class, or an SDK whose fields are not these, always takes the full check."""
+        if type(span) is not _SDK_SPAN:
+            return False
+        try:
+            name, found, scope, resource = span._name, span._attributes, span._instrumentation_scope, span._resource
+            events, links = span._events, span._links
+            if type(events) is BoundedList:
+                events = events._dq  # type: ignore[attr-defined]
+            if type(links) is BoundedList:
+                links = links._dq  # type: ignore[attr-defined]
+            if events or links or span._status._description:
+                return False
+            context, parent = span._context, span._parent
+        except AttributeError:
+            return False
+        attributes: dict[str, Any] | None
+        if type(found) is BoundedAttributes:
+            attributes = found._dict
+        elif type(found) is dict or found is None:
+            attributes = found
+        else:
+            return False
+        if name not in self._span_names or context is None or context.trace_state:
+            return False
+        if parent is not None and parent.trace_state:
+            return False
+        seen = self._last_resource
+        if seen is None or seen[0] is not resource or seen[1] is not resource:
+            return False
+        cached = self._scopes.get(id(scope))
+        if cached is None or cached[0] is not scope or cached[1] is not scope:
+            return False
+        try:
+            return not attributes or self._all_fit(attributes)
+        except TypeError:  # an unhashable value: the full check says
+            return False
 
     def _sanitise(self, span: ReadableSpan) -> ReadableSpan:
         # On the export worker, for every span: the common case (our own spans, names and

@@ -318,3 +318,52 @@ def test_without_a_meter_provider_the_processor_records_into_the_null_object():
     processor.shutdown(2.0)
     tracer.start_span("sampled").end()
     assert (processor.account.exported, processor.account.dropped) == (1, 2)
+
+
+class BatchCheck:
+    """A `prepare` that also checks a whole batch at once, as `SpanSanitiser.each` does:
+    `answer` says what `each` gives back for the batch."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+        self.single = 0
+
+    def __call__(self, span):
+        self.single += 1
+        return span
+
+    def each(self, spans):
+        return self.answer(spans)
+
+
+def _through(prepare, names) -> tuple[list[str], TelemetryAccount]:
+    exporter = InMemorySpanExporter()
+    account = TelemetryAccount()
+    processor = BoundedBatchSpanProcessor(exporter, account=account, prepare=prepare, schedule_delay=60.0)
+    tracer = _tracer(processor)
+    for name in names:
+        tracer.start_span(name).end()
+    assert processor.force_flush(5000)
+    processor.shutdown(2.0)
+    return [span.name for span in exporter.get_finished_spans()], account
+
+
+def _raises(spans):
+    raise RuntimeError("CANARY in the batch check")
+
+
+def test_a_batch_check_that_raises_or_answers_for_another_count_drops_its_whole_batch_counted():
+    for answer in (_raises, lambda spans: spans[:-1], lambda spans: [*spans, spans[0]]):
+        check = BatchCheck(answer)
+        exported, account = _through(check, ["a", "b", "c"])
+        assert exported == [] and check.single == 0  # fail closed: no span of it unchecked, none asked again
+        assert (account.exported, account.dropped_redaction_failed, account.dropped) == (0, 3, 3)
+        assert "CANARY" not in account.summary() and "CANARY" not in (account.last_error or "")
+
+
+def test_a_batch_check_drops_the_spans_it_answers_with_an_error_for_and_exports_the_rest():
+    check = BatchCheck(lambda spans: [RuntimeError("CANARY") if span.name == "bad" else span for span in spans])
+    exported, account = _through(check, ["ok1", "bad", "ok2", "unsampled", "bad"])
+    assert exported == ["ok1", "ok2"] and check.single == 0
+    assert (account.exported, account.dropped_redaction_failed, account.dropped) == (2, 2, 2)
+    assert "RuntimeError" in account.last_error and "CANARY" not in account.last_error

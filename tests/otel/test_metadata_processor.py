@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Status, StatusCode
 
 from cafe_otel import (
@@ -203,6 +205,10 @@ class ThreadNoting(SpanSanitiser):
         self.threads.append(threading.current_thread().name)
         return super().__call__(span)
 
+    def each(self, spans):  # how the batch processor asks for a whole batch
+        self.threads.extend(threading.current_thread().name for _ in spans)
+        return super().each(spans)
+
 
 def test_span_end_does_not_check_and_the_worker_checks_before_the_exporter_sees_it():
     sink = InMemorySpanExporter()
@@ -382,3 +388,247 @@ def test_a_secret_in_a_value_remembered_as_fitting_is_still_caught_on_a_later_sp
     leaky = {**fine, "gen_ai.request.model": "model-sk-live-0123456789"}
     assert dict(sanitiser(_span(leaky)).attributes) == fine
     assert account.withheld == {"gen_ai.request.model": 1}
+
+
+# A batch at once: `SpanSanitiser.each(spans)` answers exactly as `sanitiser(span)` for each span.
+
+EACH_SECRET = "sk-live-each0123456789abcdef"
+LATE_SECRET = "sk-live-late9876543210fedcba"  # known only from some batch on
+ATTRIBUTE_POOL: list[tuple[str, Any]] = [
+    *((key, LEGIT[key]) for key in ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.usage.input_tokens",
+                                   "gen_ai.response.finish_reasons", "gen_ai.response.id", "server.port",
+                                   "rpc.system", "error.type")),
+    ("gen_ai.request.model", CANARY),  # allowlisted, not a model's shape: withheld
+    ("gen_ai.response.id", f"id {MARK} with spaces"),  # an identifier's misfit: hashed
+    ("gen_ai.request.model", f"m-{EACH_SECRET}"),  # shaped, but holds a secret
+    ("gen_ai.response.model", f"m-{LATE_SECRET}"),  # shaped; a secret once it is known
+    ("http.request.body", f"{MARK} body"),  # off the allowlist
+    ("gen_ai.prompt", MARK),
+]
+SPAN_NAMES = ["chat gpt-4o-mini", "op", f"free text {MARK} here", f"op-{EACH_SECRET}", f"op-{LATE_SECRET}"]
+
+
+class Unreadable(OwnMapping):
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError(f"cannot read {MARK}")
+
+
+class OtherSpan(ReadableSpan):
+    """Not the SDK's own span class: never checked by its fields."""
+
+
+HOLDERS: dict[str, Any] = {"dict": dict, "own": OwnMapping, "proxy": MappingProxyType, "none": lambda items: None,
+                           "unreadable": Unreadable}
+CLEAN_ATTRIBUTES = ATTRIBUTE_POOL[:8]
+
+
+def _mostly(clean: Any, *others: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from([clean] * 6 + list(others))
+
+
+# Any span at all, and spans shaped like the common case with one thing now and then
+# that is not (a value, a status text, a trace state, an event, another resource or
+# scope): the batch check takes its shortcut only for a span like one already seen.
+any_span = st.fixed_dictionaries({
+    "kind": st.sampled_from(["sdk", "sdk", "sdk", "hand", "other"]),
+    "where": st.integers(0, 5),  # which resource and scope
+    "name": st.sampled_from(SPAN_NAMES),
+    "attributes": st.lists(st.sampled_from(ATTRIBUTE_POOL), max_size=5).map(dict),
+    "unhashable": st.booleans(),  # a list value (hand-made spans only: the SDK makes tuples)
+    "events": st.lists(st.tuples(st.sampled_from(["retry", f"note {MARK}"]),
+                                 st.lists(st.sampled_from(ATTRIBUTE_POOL), max_size=2).map(dict)), max_size=2),
+    "links": st.lists(st.lists(st.sampled_from(ATTRIBUTE_POOL), max_size=2).map(dict), max_size=2),
+    "status": st.sampled_from([None, (StatusCode.OK, None), (StatusCode.ERROR, None), (StatusCode.ERROR, MARK)]),
+    "trace_state": st.sampled_from([None, (("ot", "th:8"),), (("vendor", MARK),)]),
+    "holder": st.sampled_from(sorted(HOLDERS)),
+    "state_on": st.sampled_from(["both", "own", "parent"]),  # a hand-made span's contexts
+})
+common_span = st.fixed_dictionaries({
+    "kind": st.sampled_from(["sdk", "sdk", "sdk", "hand", "hand", "other"]),
+    "where": _mostly(0, 1, 2, 3),
+    "name": _mostly("chat gpt-4o-mini", "op", f"free text {MARK} here", f"op-{LATE_SECRET}"),
+    "attributes": st.one_of(st.lists(st.sampled_from(CLEAN_ATTRIBUTES), max_size=5).map(dict),
+                            st.lists(st.sampled_from(ATTRIBUTE_POOL), min_size=1, max_size=3).map(dict)),
+    "unhashable": _mostly(False, True),
+    "events": _mostly([], [("retry", {})], [(f"note {MARK}", {})]),
+    "links": _mostly([], [{}], [{"gen_ai.prompt": MARK}]),
+    "status": _mostly(None, (StatusCode.ERROR, None), (StatusCode.ERROR, MARK)),
+    "trace_state": st.sampled_from([None, None, None, (("ot", "th:8"),), (("vendor", MARK),), (("vendor", MARK),)]),
+    "holder": _mostly("dict", "own", "proxy", "none", "unreadable"),
+    "state_on": st.sampled_from(["both", "own", "parent"]),
+})
+span_specs = st.one_of(common_span, any_span)
+
+
+@pytest.fixture(scope="module")
+def span_sources():
+    """Resources and scopes shared by every span made (as a provider's are), and spans as
+    the SDK hands them to its processors when they end."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    ended: list[ReadableSpan] = []
+
+    class Keeps(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            ended.append(span)
+
+    resources = [Resource({"service.name": "svc"}), Resource({"service.name": "svc", "note": f"key {EACH_SECRET}"})]
+    tracers = []
+    for resource in resources:
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        provider.add_span_processor(Keeps())
+        tracers += [provider.get_tracer("opentelemetry.instrumentation.httpx", "1.0"),
+                    provider.get_tracer(f"scope {MARK} with spaces"),
+                    provider.get_tracer("third.party", "2.0", attributes={"scope.note": MARK, "rpc.system": "grpc"})]
+    return resources, tracers, ended
+
+
+def _make(spec: dict[str, Any], sources, number: int) -> ReadableSpan:
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
+
+    resources, tracers, ended = sources
+    tracer = tracers[spec["where"]]
+    trace_state = TraceState(list(spec["trace_state"])) if spec["trace_state"] else TraceState()
+    parent = SpanContext(0xABC + number, 0xDEF + number, True, TraceFlags(1), trace_state)
+    links = [Link(parent, attributes) for attributes in spec["links"]]
+    status = Status(*spec["status"]) if spec["status"] else Status(StatusCode.UNSET)
+    if spec["kind"] == "sdk":
+        context = set_span_in_context(NonRecordingSpan(parent)) if spec["trace_state"] else None
+        span = tracer.start_span(spec["name"], context=context, attributes=spec["attributes"], links=links)
+        for name, attributes in spec["events"]:
+            span.add_event(name, attributes, timestamp=1)
+        if spec["status"]:
+            span.set_status(status)
+        span.end()
+        return ended[-1]
+    from opentelemetry.sdk.trace import Event
+
+    attributes = dict(spec["attributes"])
+    if spec["unhashable"]:
+        attributes["gen_ai.response.finish_reasons"] = ["stop", MARK]
+    made = ReadableSpan if spec["kind"] == "hand" else OtherSpan
+    own, parents = trace_state, parent
+    if spec["state_on"] == "parent":
+        own = TraceState()
+    elif spec["state_on"] == "own":
+        parents = SpanContext(parent.trace_id, parent.span_id, True, TraceFlags(1), TraceState())
+    return made(name=spec["name"], context=SpanContext(0x123 + number, 0x456 + number, False, TraceFlags(1), own),
+                parent=parents if spec["trace_state"] else None, resource=resources[spec["where"] // 3],
+                attributes=HOLDERS[spec["holder"]](attributes),
+                events=tuple(Event(name, attributes, timestamp=1) for name, attributes in spec["events"]),
+                links=tuple(links), status=status,
+                instrumentation_scope=tracer._instrumentation_scope)  # the very scope its SDK spans carry
+
+
+def _leaves(found: ReadableSpan | Exception, span: ReadableSpan) -> Any:
+    """All that leaves of a checked span, and whether it is the span itself."""
+    if isinstance(found, Exception):
+        return ("raised", type(found).__name__)
+    scope = found.instrumentation_scope
+
+    def items(mapping: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+        return sorted((key, repr(value)) for key, value in (mapping or {}).items())
+
+    def state(context: Any) -> Any:
+        return None if context is None else list(context.trace_state.items())
+    return (found is span, found.name, items(found.attributes),
+            [(event.name, items(event.attributes), event.timestamp) for event in found.events],
+            [(link.context.span_id, state(link.context), items(link.attributes)) for link in found.links],
+            (found.status.status_code, found.status.description), state(found.context), state(found.parent),
+            items(found.resource.attributes),
+            None if scope is None else (scope.name, scope.version, scope.schema_url, items(scope.attributes)))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(span_specs, min_size=1, max_size=8), min_size=1, max_size=4),
+       late_secret_from=st.integers(0, 4))
+def test_a_batch_checked_at_once_gets_every_span_the_verdict_of_its_own_check(span_sources, batches,
+                                                                             late_secret_from):
+    options = {"secrets": [EACH_SECRET], "hash_key": b"k" * 32}
+    at_once, one_by_one = SpanSanitiser(account=TelemetryAccount(), **options), SpanSanitiser(
+        account=TelemetryAccount(), **options)
+    number = 0
+    for index, specs in enumerate(batches):
+        if index == late_secret_from:
+            at_once.add_secrets([LATE_SECRET])
+            one_by_one.add_secrets([LATE_SECRET])
+        spans = []
+        for spec in specs:
+            spans.append(_make(spec, span_sources, number))
+            number += 1
+        checked = at_once.each(spans)
+        assert len(checked) == len(spans)
+        for span, found in zip(spans, checked, strict=True):
+            try:
+                alone: ReadableSpan | Exception = one_by_one(span)
+            except Exception as error:
+                alone = error
+            assert _leaves(found, span) == _leaves(alone, span)
+    assert at_once._account.snapshot() == one_by_one._account.snapshot()  # withheld counts by key included
+
+
+class CountsFullChecks(SpanSanitiser):
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.full_checks = 0
+
+    def _sanitise(self, span: ReadableSpan) -> ReadableSpan:
+        self.full_checks += 1
+        return super()._sanitise(span)
+
+
+def test_an_sdk_span_like_one_seen_before_is_checked_by_its_fields_and_leaves_as_it_is(span_sources):
+    _, tracers, ended = span_sources
+    sanitiser = CountsFullChecks(account=TelemetryAccount())
+    tracer = tracers[0]
+    made = []
+    for _ in range(3):
+        tracer.start_span("chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat",
+                                                          "gen_ai.usage.input_tokens": 12}).end()
+        made.append(ended[-1])
+    assert sanitiser.each(made[:1]) == made[:1]  # the first: name, scope and resource not yet seen
+    assert sanitiser.full_checks == 1
+    assert sanitiser.each(made[1:]) == made[1:]  # the same shape again: no full check
+    assert sanitiser.full_checks == 1
+    tracer.start_span("chat gpt-4o-mini", attributes={"gen_ai.request.model": CANARY}).end()
+    (copied,) = sanitiser.each([ended[-1]])  # a value that does not fit: the full check decides and counts
+    assert sanitiser.full_checks == 2
+    assert dict(copied.attributes) == {} and sanitiser._account.withheld == {GEN_AI_REQUEST_MODEL: 1}
+
+
+def _like_the_last(change: str) -> ReadableSpan:
+    """A span like `_like_the_last("")` (same name, resource and scope objects), but for one thing."""
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+    vendor = TraceState([("vendor", MARK)])
+    parent = SpanContext(3, 4, True, TraceFlags(1), vendor if change == "parent trace state" else TraceState())
+    return ReadableSpan(
+        "op" if change != "name" else f"op {MARK} sentence",
+        context=SpanContext(1, 2, False, TraceFlags(1), vendor if change == "own trace state" else TraceState()),
+        parent=parent, resource=SHARED_RESOURCE if change != "resource" else Resource({"k": f"v-{EACH_SECRET}"}),
+        attributes={"gen_ai.operation.name": "chat", **({"gen_ai.request.model": CANARY} if change == "value" else {}),
+                    **({"gen_ai.request.model": f"m-{EACH_SECRET}"} if change == "secret" else {})},
+        events=(Event(f"note {MARK}", {}, timestamp=1),) if change == "event" else (),
+        links=(Link(parent, {"gen_ai.prompt": MARK}),) if change == "link" else (),
+        status=Status(StatusCode.ERROR, MARK) if change == "status text" else Status(StatusCode.UNSET),
+        instrumentation_scope=SHARED_SCOPE if change != "scope" else InstrumentationScope(f"scope {MARK} x"))
+
+
+SHARED_RESOURCE = Resource({"service.name": "svc"})
+SHARED_SCOPE = InstrumentationScope("third.party", "1.0")
+
+
+@pytest.mark.parametrize("change", ["", "name", "value", "secret", "event", "link", "status text",
+                                    "own trace state", "parent trace state", "resource", "scope"])
+def test_a_span_like_one_seen_before_but_for_one_thing_gets_the_same_verdict_at_once(change):
+    options = {"secrets": [EACH_SECRET], "hash_key": b"k" * 32}
+    at_once, one_by_one = SpanSanitiser(account=TelemetryAccount(), **options), SpanSanitiser(
+        account=TelemetryAccount(), **options)
+    seen = _like_the_last("")
+    assert at_once.each([seen]) == [seen] and one_by_one(seen) is seen
+    span = _like_the_last(change)
+    (found,) = at_once.each([span])
+    assert _leaves(found, span) == _leaves(one_by_one(span), span)
+    assert (found is span) == (change == "")
+    assert at_once._account.snapshot() == one_by_one._account.snapshot()
