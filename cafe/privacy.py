@@ -24,6 +24,8 @@ import functools
 import json
 import os
 import re
+import re._constants as _sre  # type: ignore[import-not-found]
+import re._parser as _sre_parse  # type: ignore[import-not-found]
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -112,51 +114,329 @@ DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
                     r"(?:-----END[A-Z ]* PRIVATE KEY(?: BLOCK)?-----)?"),
 )
 
-# Every text a default pattern matches contains one of these words, spelled in ASCII
-# letters, digits, `-`, `_`, `.`, `:` and `/` (which JSON never escapes, or as `\/` only): a
-# serialised line without any of them holds nothing a default pattern would scrub in any of its
-# strings. `token` counts only when no `s` follows: every response's usage names
-# `prompt_tokens`, which no pattern matches, and a line without a secret is written unwalked.
-_KEYWORDS = (
-    "authorization", "api_key", "api-key", "apikey", "_key", "-key", "passw", "_pass", ".pass", "-pass",
-    "pwd", "_secret", ".secret", "-secret", "_credential", ".credential", "-credential", "token",
-    "bearer", "basic", "://", ":\\/", "sk-", "sk_", "rk_", "akia",
-    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "glptt-", "gldt-", "glrt-", "glsoat-",
-    "glcbt-", "glimt-", "glft-", "glagent-", "xox", "xapp-", "hooks.slack", "aiza", "hf_", "npm_", "pypi-",
-    "eyj", "-----begin",
-)
-# Characters from the rarest in a recorded line to the commonest. The keywords are searched
-# for as one alternation in which each starts at its rarest character (`z(?<=authoriz)ation`),
-# grouped by that character: the regular expression engine then stops only where such a
-# character is, and tries the few keywords anchored there, where `authorization|bearer|...`
-# would have it try every keyword at every letter.
-_RARITY = "\\qjzx:/kvwyb.-_fgpmuhdclrsnioate0123456789"
-
-
-def _keyword_alternation(keywords: Iterable[str]) -> str:
-    anchored: dict[str, list[str]] = {}
-    for keyword in keywords:
-        at = min(range(len(keyword)), key=lambda index: _RARITY.index(keyword[index]))
-        behind = f"(?<={re.escape(keyword[: at + 1])})" if at else ""
-        ahead = "(?!s)" if keyword == "token" else ""
-        anchored.setdefault(keyword[at], []).append(behind + re.escape(keyword[at + 1 :]) + ahead)
-    return "|".join(f"{re.escape(anchor)}(?:{'|'.join(rests)})" for anchor, rests in anchored.items())
-
-
-# Searched for in the line's UTF-8 bytes, lower-cased: a case-insensitive alternation is ten
-# times slower, and lower-casing bytes (ASCII only) is cheaper than lower-casing text.
-_DEFAULT_KEYWORDS = re.compile(_keyword_alternation(_KEYWORDS).encode("ascii"))
-# AWS's other key id prefixes hold no rare letter, but they are upper-case: searched for in the
-# line as it is, they cost one stop at each `A`, where lower-cased they would stop at each `a`.
-_CASED_KEYWORDS = re.compile(rb"A(?:SIA|BIA|CCA|3T)")
 # Characters the patterns' case-insensitive matching takes for ASCII letters (as `re` does):
 # ı for i, ſ for s, the Kelvin sign for k. Lower-cased bytes keep them as they are.
 _CASE_ALIASES = {"\u0131": "i", "\u017f": "s", "\u212a": "k"}
 _CASE_ALIAS_BYTES = tuple(alias.encode("utf-8") for alias in _CASE_ALIASES)
-_DEFAULT_PATTERN_TEXTS = frozenset(pattern for _, pattern in DEFAULT_SECRET_PATTERNS)
 # Characters JSON serialisation never escapes (in either ensure_ascii mode, at any depth).
 _JSON_SAFE = re.compile(r'[ !#-\[\]-~]+')
 _LEADING_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
+
+
+# --- the keywords, derived from the patterns ------------------------------------------------
+# Every text a pattern matches holds one of the pattern's "pieces": short texts read off the
+# pattern itself (its literal runs, with the few characters that may follow them), lower-cased.
+# A serialised line that holds none of its pieces cannot hold anything the pattern matches.
+# A pattern whose pieces cannot be read (a back-reference, a run of `.` only) has none, and
+# makes every line walk.
+
+_PIECE_LIMIT = 64  # texts a piece's set may hold before it is cut short
+# Texts a piece's set may hold once each is followed by the character after it: `token` alone
+# is in every response (`prompt_tokens`), `token=`, `token:`, `token"` are not.
+_FOLLOWED_LIMIT = 1024
+_NON_ASCII = "\ue000"  # stands for any character past ASCII (searched as its UTF-8 bytes' first)
+_KEY_END = "\ue001"  # stands for the quote that ends an object key in the line
+_SPACE = frozenset(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f" + _NON_ASCII)  # what `\s` matches, for pieces
+_ZERO_WIDTH = frozenset({""})
+# Letters by how often they occur in a recorded line, English text and JSON schemas (the
+# rarest first): a piece's weight, and where a search stops.
+_LETTERS_BY_RARITY = "zqxjkvbwygfmpucldrhsnioate"
+_LETTER_FREQUENCY = dict(zip(_LETTERS_BY_RARITY, (0.07, 0.1, 0.15, 0.15, 0.8, 1.0, 1.5, 2.0, 2.0, 2.0, 2.2, 2.4, 3.0,
+                                                  3.2, 3.5, 4.0, 4.3, 6.0, 6.1, 6.3, 6.7, 7.0, 7.5, 8.2, 9.1, 12.7),
+                             strict=True))
+
+
+@dataclass(frozen=True)
+class _Piece:
+    exact: frozenset[str] | None  # every text it matches, when they are few
+    held: frozenset[str] | None  # texts one of which each match holds, when known
+    starts: frozenset[str] | None  # characters a match may start with ("" when it may be empty)
+
+
+_UNKNOWN = _Piece(None, None, None)
+
+
+def _weight(text: str) -> float:
+    weight = 1.0
+    for character in text:
+        index = _LETTERS_BY_RARITY.find(character)
+        weight *= 0.03 + 0.005 * index if index >= 0 else (0.1 if character in '":,_. ' else 0.02)
+    return weight
+
+
+def _best(candidates: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    usable = [c for c in candidates if c and "" not in c]
+    return min(usable, key=lambda c: (sum(map(_weight, c)), len(c)), default=None)
+
+
+def _product(left: frozenset[str], right: frozenset[str], limit: int = _PIECE_LIMIT) -> frozenset[str] | None:
+    if len(left) * len(right) > limit:
+        return None
+    return frozenset(a + b for a in left for b in right)
+
+
+def _characters(items: list[tuple[Any, Any]], folded: bool) -> frozenset[str] | None:
+    found: set[str] = set()
+    for op, value in items:
+        if op is _sre.LITERAL:
+            found.add(chr(value))
+        elif op is _sre.RANGE and value[1] - value[0] < _PIECE_LIMIT * 2:
+            found.update(map(chr, range(value[0], value[1] + 1)))
+        elif op is _sre.CATEGORY and value is _sre.CATEGORY_SPACE:
+            found.update(_SPACE)
+        else:
+            return None  # a negated set, a category of Unicode letters or digits
+    if any(not character.isascii() and character != _NON_ASCII for character in found):
+        if folded:
+            return None  # a non-ASCII letter has case forms lower-cased bytes do not fold
+        found = {c if c.isascii() else _NON_ASCII for c in found}
+    return frozenset(c.lower() for c in found) if folded else frozenset(found)
+
+
+def _sequence(items: list[tuple[Any, Any]], folded: bool, follow: frozenset[str] | None) -> _Piece:
+    # Each piece is read once alone, to know what may follow each, and again knowing what
+    # follows it where that can lengthen its texts (a group's, a branch's).
+    alone = [_node(op, value, folded, None) for op, value in items]
+    pieces = [_node(op, value, folded, _starts(alone[index + 1:], follow))
+              if op in (_sre.SUBPATTERN, _sre.BRANCH, _sre.ATOMIC_GROUP) else alone[index]
+              for index, (op, value) in enumerate(items)]
+    run: frozenset[str] = _ZERO_WIDTH
+    exact: frozenset[str] | None = _ZERO_WIDTH
+    candidates: list[frozenset[str] | None] = []
+    absorbed = False  # a look-behind's text joined the run: the run is more than the match
+    for index, piece in enumerate(pieces):
+        op, value = items[index]
+        if op is _sre.ASSERT and value[0] < 0 and run == _ZERO_WIDTH:
+            # A look-behind's text is in the line, just before what follows it.
+            behind = _behind(list(value[1]), folded)
+            if behind:
+                run = behind
+                absorbed = True
+            continue
+        joined = None if piece.exact is None else _product(run, piece.exact)
+        if joined is not None:
+            run = joined
+            continue
+        exact = None
+        starts = _starts([*pieces[index:]], follow)
+        candidates.append(_product(run, starts, _FOLLOWED_LIMIT) if starts and "" not in starts else None)
+        candidates.append(run)
+        candidates.append(piece.held)
+        run = piece.exact if piece.exact is not None else _ZERO_WIDTH
+    if follow and "" not in follow:
+        candidates.append(_product(run, follow, _FOLLOWED_LIMIT))
+    candidates.append(run)
+    exact = run if exact is not None and not absorbed else None
+    return _Piece(exact, _best(candidates), _starts(pieces, follow))
+
+
+def _behind(items: list[tuple[Any, Any]], folded: bool) -> frozenset[str] | None:
+    """The texts a look-behind's last items match: the longest such end that is few enough."""
+    for start in range(len(items)):
+        exact = _sequence(items[start:], folded, None).exact
+        if exact is not None and exact != _ZERO_WIDTH:
+            return exact
+    return None
+
+
+def _starts(pieces: list[_Piece], follow: frozenset[str] | None) -> frozenset[str] | None:
+    found: set[str] = set()
+    for piece in pieces:
+        if piece.starts is None:
+            return None
+        found.update(piece.starts - _ZERO_WIDTH)
+        if "" not in piece.starts:
+            return frozenset(found)
+    if follow is None:
+        return None
+    return frozenset(found | follow)
+
+
+def _union(sets: list[frozenset[str] | None]) -> frozenset[str] | None:
+    """Every set's texts, or None when one of them is not known."""
+    found: set[str] = set()
+    for texts in sets:
+        if texts is None:
+            return None
+        found.update(texts)
+    return frozenset(found)
+
+
+def _node(op: Any, value: Any, folded: bool, follow: frozenset[str] | None) -> _Piece:
+    if op is _sre.LITERAL:
+        character = chr(value)
+        if not character.isascii():
+            if folded:
+                return _UNKNOWN
+            character = _NON_ASCII
+        text = frozenset({character.lower() if folded else character})
+        return _Piece(text, text, text)
+    if op is _sre.IN:
+        characters = _characters(list(value), folded)
+        return _UNKNOWN if characters is None else _Piece(characters, characters, characters)
+    if op in (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT):
+        return _Piece(_ZERO_WIDTH, None, _ZERO_WIDTH)
+    if op is _sre.SUBPATTERN:
+        _, added, removed, inner = value
+        folded = (folded or bool(added & re.IGNORECASE)) and not removed & re.IGNORECASE
+        return _sequence(list(inner), folded, follow)
+    if op is _sre.ATOMIC_GROUP:
+        return _sequence(list(value), folded, follow)
+    if op is _sre.BRANCH:
+        branches = [_sequence(list(branch), folded, follow) for branch in value[1]]
+        exact = _union([branch.exact for branch in branches])
+        exact = exact if exact is not None and len(exact) <= _PIECE_LIMIT else None
+        held = _union([branch.held or None for branch in branches])
+        return _Piece(exact, held, _union([branch.starts for branch in branches]))
+    if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+        least, most, inner = value
+        piece = _sequence(list(inner), folded, None)
+        exact = None
+        if piece.exact is not None and most <= 4:
+            exact = frozenset({""}) if least == 0 else None
+            power: frozenset[str] | None = _ZERO_WIDTH
+            for count in range(1, most + 1):
+                power = None if power is None else _product(power, piece.exact)
+                if power is None:
+                    exact = None
+                    break
+                if count >= least:
+                    exact = power if exact is None else exact | power
+        starts = None if piece.starts is None else (piece.starts | _ZERO_WIDTH if least == 0 else piece.starts)
+        return _Piece(exact, piece.held if least else None, starts)
+    return _UNKNOWN  # any character, a back-reference, a conditional group
+
+
+def _pieces(pattern: str) -> frozenset[str] | None:
+    """Texts one of which every match of `pattern` holds (lower-cased where it ignores case),
+    or None when they cannot be read off it."""
+    parsed = _sre_parse.parse(pattern)
+    return _sequence(list(parsed), bool(parsed.state.flags & re.IGNORECASE), None).held
+
+
+def _line_forms(piece: str) -> set[str]:
+    """A piece as a line may spell it: as it is (in a text), JSON-escaped (in a serialised
+    line; a form that JSON escapes as `\\u...` needs none, since such a line is walked), and
+    with `/` escaped as some JSON writers do."""
+    forms = {piece.replace(_KEY_END, '"')}
+    escaped = json.dumps(piece, ensure_ascii=False)[1:-1].replace(_KEY_END, '"')
+    if "\\u" not in escaped:
+        forms.add(escaped)
+        forms.add(escaped.replace("/", "\\/"))
+    return forms
+
+
+def _frequency(character: int, cased: bool) -> float:
+    """About how many times in a hundred characters of a recorded line `character` occurs."""
+    letter = chr(character).lower()
+    if letter in _LETTER_FREQUENCY and character < 128:
+        return _LETTER_FREQUENCY[letter] / (10 if cased and chr(character).isupper() else 1)
+    if character < 32:
+        return 0.01
+    if chr(character) in "/|~^`@#$%&*+<>=;!?()'":
+        return 0.1
+    if chr(character) in "-\\_.":
+        return 1.0
+    return 5.0  # digits, spaces, JSON's structure, UTF-8's bytes
+
+
+def _stop_characters(texts: list[bytes], cased: bool) -> set[int]:
+    """Characters such that each text holds one before its last character (so that something
+    follows the stop): each text not yet holding one adds its rarest, the texts whose rarest is
+    the commonest first (a rarer stop of a later text is then often not needed)."""
+    options = [text[:max(len(text) - 1, 1)] for text in texts]
+    cheapest = [min(option, key=lambda c: (_frequency(c, cased), c)) for option in options]
+    stops: set[int] = set()
+    for index in sorted(range(len(options)), key=lambda i: -_frequency(cheapest[i], cased)):
+        if not stops.intersection(options[index]):
+            stops.add(cheapest[index])
+    return stops
+
+
+class _PieceSearch:
+    """Whether a line holds any of a set of texts (bytes). Each text is looked for at one of
+    its characters, a rare one (its stop): the texts of one stop are one regular expression
+    that starts with that literal character, which `re` scans for fast (where a set of first
+    characters is checked byte by byte), followed by a trie of what follows the stop (each
+    alternative starting with a literal that `re` rejects at once), with what precedes it as
+    a look-behind. A stop the line does not hold is skipped at `bytes.find`'s speed."""
+
+    def __init__(self, texts: Iterable[bytes], *, cased: bool) -> None:
+        self._cased = cased
+        texts = [text if cased else text.lower() for text in texts]
+        stops = _stop_characters(texts, cased)
+        tries: dict[int, dict[int | None, Any]] = {}
+        for text in texts:
+            at = next(i for i in range(max(len(text) - 1, 1)) if text[i] in stops)
+            node = tries.setdefault(text[at], {})
+            for character in text[at + 1:]:
+                node = node.setdefault(character, {})
+            node.setdefault(None, []).append(text[:at + 1])
+        self._searches = [(bytes([stop]), re.compile(re.escape(bytes([stop])) + self._alternatives(trie, b"")))
+                          for stop, trie in sorted(tries.items(), key=lambda item: _frequency(item[0], cased))]
+
+    def _alternatives(self, node: dict[int | None, Any], after: bytes) -> bytes:
+        found = []
+        for before in node.get(None, ()):
+            if len(before) == 1:
+                return b""  # the text is the stop and what follows it: found
+            found.append(b"(?<=" + re.escape(before + after) + b")")
+        found += [re.escape(bytes([character])) + self._alternatives(child, after + bytes([character]))
+                  for character, child in node.items() if character is not None]
+        return found[0] if len(found) == 1 else b"(?:" + b"|".join(found) + b")"
+
+    def holds(self, data: bytes) -> bool:
+        if not self._cased:
+            data = data.lower()
+        for stop, search in self._searches:
+            at = data.find(stop)
+            if at >= 0 and search.search(data, at) is not None:
+                return True
+        return False
+
+
+def _minimal(texts: set[bytes]) -> list[bytes]:
+    """The texts without any that holds another (a line holding it holds that one)."""
+    ordered = sorted(texts, key=len)
+    kept: list[bytes] = []
+    for text in ordered:
+        if not any(shorter in text for shorter in kept):
+            kept.append(text)
+    return kept
+
+
+@dataclass(frozen=True)
+class _KeywordScan:
+    """The two searches a line's pieces take: the pieces of patterns that ignore case (and
+    lower-case ones) in the line lower-cased, those with capitals in the line as it is."""
+
+    folded: _PieceSearch
+    cased: _PieceSearch | None
+
+
+@functools.cache
+def _keyword_scan(patterns: tuple[str, ...]) -> _KeywordScan | None:
+    """The search for `patterns`' pieces and the secret-named keys', or None when a pattern has
+    no pieces (then every line is walked)."""
+    folded: set[bytes] = set()
+    cased: set[bytes] = set()
+    keys = _sequence(list(_sre_parse.parse(_SECRET_KEY.pattern)), True, frozenset({_KEY_END})).held
+    for held in [keys, *map(_pieces, patterns)]:
+        if held is None:
+            return None
+        for piece in held:
+            for form in _line_forms(piece):
+                into = cased if any(c.isupper() for c in form) else folded
+                before, marked, _ = form.encode("utf-8").partition(_NON_ASCII.encode("utf-8"))
+                if not marked:
+                    into.add(before)
+                elif before:
+                    # Any character past ASCII: any first byte of one in UTF-8 (what follows it, cut).
+                    into.update(before + bytes([lead]) for lead in range(0xC2, 0xF5))
+                else:
+                    return None
+    return _KeywordScan(_PieceSearch(_minimal(folded), cased=False),
+                        _PieceSearch(_minimal(cased), cased=True) if cased else None)
 
 
 # `\u0073k-...`: a character a JSON text need not escape, escaped anyway (at any depth: JSON in
@@ -323,6 +603,8 @@ class Scrubber:
     ) -> None:
         self._named = [*patterns, *(("configured pattern", p) for p in extra_patterns)]
         self._patterns = _Alternation(self._named)
+        # Every text a pattern matches holds one of its pieces (None: a pattern has none).
+        self._scan = _keyword_scan(tuple(pattern for _, pattern in self._named)) if self._named else None
         self._set_literals([secret for secret in literals if secret])
 
     def _set_literals(self, literals: list[str]) -> None:
@@ -338,9 +620,6 @@ class Scrubber:
         self._literal_runs = tuple(runs) if all(runs) else None
         self._literal_run_bytes = None if self._literal_runs is None else tuple(
             run.encode("ascii") for run in self._literal_runs)
-        # Every text a default pattern matches holds one of their keywords; a pattern of
-        # the caller's has no known keywords and runs on every text.
-        self._keywords_known = all(pattern in _DEFAULT_PATTERN_TEXTS for _, pattern in self._named)
 
     def _may_hold_literal(self, text: str) -> bool:
         if self._literal_regex is None:
@@ -358,17 +637,17 @@ class Scrubber:
     def _may_match_pattern_bytes(self, encoded: bytes) -> bool:
         if not self._named:
             return False
-        if not self._keywords_known:
+        scan = self._scan
+        if scan is None:
             return True
-        if _CASED_KEYWORDS.search(encoded) is not None:
+        if scan.cased is not None and scan.cased.holds(encoded):
             return True
-        lowered = encoded.lower()
-        if not encoded.isascii() and any(alias in lowered for alias in _CASE_ALIAS_BYTES):
+        if not encoded.isascii() and any(alias in encoded for alias in _CASE_ALIAS_BYTES):
             text = encoded.decode("utf-8", "surrogatepass")
             for alias, letter in _CASE_ALIASES.items():
                 text = text.replace(alias, letter)
-            lowered = text.encode("utf-8", "surrogatepass").lower()
-        return _DEFAULT_KEYWORDS.search(lowered) is not None
+            encoded = text.encode("utf-8", "surrogatepass")
+        return scan.folded.holds(encoded)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None, **options: Any) -> Scrubber:
@@ -379,7 +658,7 @@ class Scrubber:
 
     def with_literals(self, literals: Iterable[str]) -> Scrubber:
         clone = Scrubber(patterns=())
-        clone._named, clone._patterns = self._named, self._patterns
+        clone._named, clone._patterns, clone._scan = self._named, self._patterns, self._scan
         clone._set_literals([*self._literals, *(secret for secret in literals if secret)])
         return clone
 
