@@ -38,10 +38,10 @@ e2e: $(STAMP) binaries
 ## The local stack without Docker: the built Collector and Jaeger (Badger) on 127.0.0.1.
 STACK_DIR ?= .stack
 up: $(STAMP) binaries
-	$(BIN)/python -m otelstack up --dir $(STACK_DIR)
+	$(BIN)/python -m otelstack up --dir "$(STACK_DIR)"
 
 down: $(STAMP)
-	$(BIN)/python -m otelstack down --dir $(STACK_DIR)
+	$(BIN)/python -m otelstack down --dir "$(STACK_DIR)"
 
 ## The benchmarks of bench/README.md; prints a table of figures and targets.
 bench: $(STAMP) binaries

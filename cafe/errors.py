@@ -59,7 +59,7 @@ classes, and docs/cli.md's exit table is made from it):
   * TelemetryExportFailed [48] (cafe_otel._cli.plugin): `cafe export`: spans were not confirmed delivered
       (lost, or unanswered when its wait ended)
   * StackError [60] (otelstack.errors): `otelstack up`/`down`: the stack directory or a file in it is not a
-      plain one of ours
+      plain one of ours, or others may write into it
     * StackDirectoryUnusable [60] (otelstack.errors)
     * StackStateMalformed [61] (otelstack.errors): stack.json is not what `up` writes
     * PortInUse [62] (otelstack.errors): a port the stack binds is taken

@@ -36,9 +36,6 @@ RETRIES_EXHAUSTED = StopReason.RETRIES_EXHAUSTED
 STOP_REASONS = tuple(StopReason)
 
 AGENT_NAME = "cafe-counter"
-# The stand-in id of a replayed recording that holds none (a plain {request, response}
-# file): replays of it stay byte-identical. A shift that runs gets a fresh id instead.
-DEFAULT_CONVERSATION_ID = "shift-1"
 CANCELLED = ToolStatus.CANCELLED
 
 

@@ -49,10 +49,11 @@ _TEXT_VALUE = r"((?:[A-Za-z][\w-]*[ \t]+)?[^\s\"'\\,;&}]{4,})"  # `Scheme token`
 # characters, its quote (escaped too, inside JSON text) left out.
 _ASSIGNED_VALUE = r"""(?:\\*["'])?([^\s"'\\,;&}<>]{4,})"""
 
-# Where a key may start: anywhere but inside a longer word. `_`, `-`, `.`, `/`, `=`, a quote and
-# JSON's `\n`-style escapes glue it to what comes before (`deploy_sk-proj-...`, `token_ghp_...`,
-# `"line\nsk-..."` in a tool call's arguments), and do not hide it.
-_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrtbf]))"
+# Where a key may start: anywhere but inside a longer word. `_`, `-`, `.`, `/`, `=`, a quote,
+# JSON's `\n`-style escapes and a URL's `%XX` escapes glue it to what comes before
+# (`deploy_sk-proj-...`, `token_ghp_...`, `"line\nsk-..."` in a tool call's arguments,
+# `?q=%22sk-...%22`), and do not hide it.
+_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrtbf])|(?<=%[0-9A-Fa-f]{2}))"
 
 _AUTHORIZATION = r"(?:proxy-)?authorization"
 _API_KEY = r"(?:x-)?api[_-]?key"
@@ -61,6 +62,7 @@ _CREDENTIAL = (r"(?:password|passwd|client[_-]secret|secret[_-]key|access[_-]tok
 # A name that holds a secret when something is assigned to it: standing alone or ending a
 # longer name (`OPENAI_API_KEY`, `aws_secret_access_key`, `DB_PASSWORD`)...
 _SECRET_NAME = (r"(?:api[_-]?key|apikey|(?:secret|access|private|auth|master|signing|encryption)[_-]key"
+                r"|account[_-]?key|subscription[_-]?key"
                 r"|client[_-]secret|password|passwd|(?:access|refresh|auth|api|session|bot|id)[_-]token)")
 # ... and the words that do so only as the last part of a longer name (`GITHUB_TOKEN`,
 # `deploy.secret`, `db-pass`): alone, "secret" and "token" are words of a café's
@@ -80,6 +82,37 @@ def _keyed(kind: str, key: str, text_value: str = _ASSIGNED_VALUE) -> list[tuple
     ]
 
 
+# (provider, key) of the `provider key` pattern: each key starts with its provider's prefix.
+_PREFIXED_KEYS: tuple[tuple[str, str], ...] = (
+    ("model provider key", r"(?:gsk_|xai-|pplx-|r8_|api_org_)[A-Za-z0-9]{20,}"),
+    ("google oauth secret", r"(?:GOCSPX-[A-Za-z0-9_\-]{20,}|ya29\.[A-Za-z0-9_\-]{20,})"),
+    ("azure client secret", r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}"),
+    ("alibaba access key", r"LTAI[A-Za-z0-9]{20}(?![A-Za-z0-9])"),
+    ("digitalocean token", r"do[opr]_v1_[a-f0-9]{64}"),
+    ("vault token", r"(?:hv[sb]\.[A-Za-z0-9_\-]{24,}|[a-z0-9]{14}\.atlasv1\.[a-z0-9_=\-]{60,})"),
+    ("twilio key", r"SK[0-9a-fA-F]{32}(?![0-9a-fA-F])"),
+    ("sendgrid key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+    ("mail service key", r"(?:key-[a-f0-9]{32}(?![a-f0-9])|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16})"),
+    ("shopify token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("stripe webhook secret", r"whsec_[A-Za-z0-9]{24,}"),
+    ("databricks token", r"dapi[a-f0-9]{32}(?:-[0-9])?"),
+    ("doppler token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    ("grafana token", r"(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})"),
+    ("linear key", r"lin_api_[A-Za-z0-9]{40}"),
+    ("postman key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    ("sentry token", r"sntry[su]_[A-Za-z0-9+/=_\-]{30,}"),
+    ("new relic key", r"NR(?:AK|JS|II)-[A-Za-z0-9]{20,}"),
+    ("planetscale token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9=._\-]{32,}"),
+    ("pulumi token", r"pul-[a-f0-9]{40}"),
+    ("1password token", r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}"),
+    ("square token", r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"),
+    ("age secret key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("dynatrace token", r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    ("atlassian token", r"ATATT3[A-Za-z0-9_\-=]{100,}"),
+    ("notion token", r"(?:secret_[A-Za-z0-9]{43}|ntn_[0-9]{11}[A-Za-z0-9]{35})(?![A-Za-z0-9])"),
+)
+
+
 # (name, pattern). A pattern with a group replaces only the group, keeping JSON keys.
 # The provider families are those a secret scanner looks for by default (docs/privacy.md).
 DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -92,7 +125,11 @@ DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
     # "..."`, escaped too), for every name that says it holds a secret.
     ("secret assignment", rf'(?i){_ASSIGNED_NAME}"\s*:\s*{_STRING_VALUE}'),
     ("secret assignment", rf'(?i){_ASSIGNED_NAME}\\+"\s*:\s*{_ESCAPED_VALUE}'),
-    ("secret assignment", rf"(?i){_ASSIGNED_NAME}\s*[:=]\s*{_ASSIGNED_VALUE}"),
+    # `:=`, `=>`, `<NAME>value`, `%3D` (a query string) and a name closing a subscript
+    # (`os.environ['OPENAI_API_KEY'] = "..."`) assign too.
+    ("secret assignment", rf"(?i){_ASSIGNED_NAME}(?:\\*[\"']\])?\s*(?::=|=>|[:=>]|%3d)\s*{_ASSIGNED_VALUE}"),
+    # A command line's option: `--api-key VALUE`, `--github-token VALUE`, `--password VALUE`.
+    ("secret option", rf"(?i)(?<![\w-])--(?:[a-z0-9]+-)*(?:{_SECRET_NAME}|{_SECRET_SUFFIX})[ \t]+{_ASSIGNED_VALUE}"),
     # OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-) keys.
     ("openai-style key", rf"{_START}sk-[A-Za-z0-9_\-]{{12,}}"),
     ("bearer token", rf"(?i){_START}bearer\s+([A-Za-z0-9._~+/=\-]{{8,}})"),
@@ -110,6 +147,12 @@ DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
     ("npm token", rf"{_START}npm_[A-Za-z0-9]{{36,}}"),
     ("pypi token", rf"{_START}pypi-AgE[A-Za-z0-9_\-]{{40,}}"),
     ("json web token", rf"{_START}eyJ[A-Za-z0-9_\-]{{10,}}\.eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]*"),
+    # Further providers' keys with a prefix of their own, as a secret scanner's default rules
+    # name them (model providers, clouds, the services an agent's tools call): one alternative
+    # for all of them, so that each place in a text is tried once, not once a provider.
+    ("provider key", rf"{_START}(?:{'|'.join(body for _, body in _PREFIXED_KEYS)})"),
+    ("azure sas signature", r"(?i)[?&]sig=([A-Za-z0-9%+/=_\-]{20,})"),
+    ("discord webhook", r"(?i)discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]{20,}"),
     ("private key", r"-----BEGIN[A-Z ]* PRIVATE KEY(?: BLOCK)?-----(?:(?!-----END).)*"
                     r"(?:-----END[A-Z ]* PRIVATE KEY(?: BLOCK)?-----)?"),
 )

@@ -11,7 +11,7 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
   where `@pytest.mark.cafe_recording(path=...)` says (relative to the test file).
   A test id that is not a safe file name (a parametrized `test_x[A latte, please.]`) is
   named by a readable slug of it and a short hash of the whole id; two tests of one
-  session on one recording fail.
+  session on one recording fail (with the fixture or without it).
 - With no recording, the test records one through the client the `cafe_model_client`
   fixture gives: by default the live client with CAFE_MODE=live, or the offline scripted
   one when that is chosen (CAFE_MODE=offline, the ini option `cafe_record_offline = true`,
@@ -29,6 +29,9 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
+- `--cafe-report-dir=DIR` (relative to where pytest starts) gets each failing replay's page.
+  A setting that cannot be used (an unknown record mode, a `cafe_record_offline` that is
+  not a truth value, an empty report directory) is one usage line before any test runs.
 
 pytest imports this module in every session on a machine where cafe is installed, used or
 not, so it imports nothing of the harness at module level: the recording machinery (and
@@ -81,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="DIR",
         help="on a failed replay, write a page of the mismatch to DIR/<folder>.<recording>.html (private: "
-             "0600; DIR is created 0700)",
+             "0600; DIR, relative to where pytest starts, is created 0700)",
     )
 
 
@@ -122,7 +125,29 @@ def _failure(message: str) -> BaseException:
     return pytest.fail.Exception(message, pytrace=False)
 
 
+_REPORT_DIR = pytest.StashKey[Path | None]()
+
+
+def _checked_settings(config: pytest.Config) -> None:
+    """Refuse, before any test runs and in one line, a setting of the plugin that cannot be
+    used; and fix `--cafe-report-dir` to where pytest starts (a test may change directory)."""
+    mode = config.getini("cafe_record_mode")
+    if mode not in RECORD_MODES:
+        shown = repr(mode) if isinstance(mode, str) and len(mode) <= 20 else "given"
+        raise pytest.UsageError(f"cafe_record_mode: unknown record mode {shown}; use one of {', '.join(RECORD_MODES)}")
+    try:
+        config.getini(OFFLINE_INI)
+    except (ValueError, pytest.UsageError):
+        raise pytest.UsageError(f"{OFFLINE_INI}: expected true or false (or yes/no, on/off, 1/0)") from None
+    directory = config.getoption("--cafe-report-dir")
+    if directory is not None and not directory.strip():
+        raise pytest.UsageError("--cafe-report-dir: needs a directory (an empty one names none); leave the option "
+                                "out to write no report pages")
+    config.stash[_REPORT_DIR] = None if directory is None else config.invocation_params.dir / directory
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _checked_settings(config)
     config.addinivalue_line(
         "markers",
         "cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_hosts=(), "
@@ -144,6 +169,7 @@ def record_mode(config: pytest.Config) -> RecordMode:
 
 MARKER = "cafe_recording"
 MARKER_OPTIONS = ("path", "ignore", "allow_truncated", "allow_hosts", "record_offline")
+MARKER_FLAGS = ("allow_truncated", "record_offline")
 MAX_NAME_BYTES = 96  # of the readable part of a recording's name; a file name may hold 255
 DIGEST_CHARS = 12
 
@@ -162,6 +188,11 @@ def marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
         pytest.fail("cafe: @pytest.mark.cafe_recording: one path only, given either first or as path=",
                     pytrace=False)
     options = dict(marker.kwargs)
+    for flag in MARKER_FLAGS:
+        # bool("no") is True: only a bool says what the test means.
+        if flag in options and not isinstance(options[flag], bool):
+            pytest.fail(f"cafe: @pytest.mark.cafe_recording({flag}=...): expected True or False, found "
+                        f"{type(options[flag]).__name__}", pytrace=False)
     if marker.args:
         options["path"] = marker.args[0]
     path = options.get("path")
@@ -229,7 +260,9 @@ def _cafe_wire_recording(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     from cafe.wire._pytest import marked_test
 
-    yield from marked_test(request, recording_path(request), record_mode(request.config), dict(marker.kwargs),
+    path = recording_path(request)
+    _claim(request, path)
+    yield from marked_test(request, path, record_mode(request.config), dict(marker.kwargs),
                            _CALL_PASSED, _REPLAY)
 
 
@@ -564,13 +597,13 @@ def _one_line_through_cafe(while_: str) -> Generator[None, Any, Any]:
 def _report(item: pytest.Item, replay: ReplayClient, failure: ReplayError) -> str:
     """With --cafe-report-dir: the mismatch page, named after the recording, inside the
     directory and never over another file; returns the clause naming it for the failure line."""
-    directory = item.config.getoption("--cafe-report-dir")
-    if not directory:
+    directory = item.config.stash.get(_REPORT_DIR, None)
+    if directory is None:
         return ""
     from cafe.view import PageUnwritable, write_report_into
 
     try:
-        page = write_report_into(Path(directory), replay.recording, failure)
+        page = write_report_into(directory, replay.recording, failure)
     except PageUnwritable as error:
         return f" (no report: {error})"
     except Exception as error:  # a page too large for memory, JSON nested past the stack

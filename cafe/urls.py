@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from cafe.privacy import structure_scrubber
+
 
 def http_url_problem(url: str) -> str | None:
     """None for an http(s) URL with a host and, if any, a port in 1-65535; else what is wrong."""
@@ -30,7 +32,8 @@ def http_url_problem(url: str) -> str | None:
 
 def shown_url(url: str) -> str:
     """The URL as a repr, an error or a note shows it: no user:password part, no query
-    string, no fragment (a key may be in any of them)."""
+    string, no fragment (a key may be in any of them), and a key in its host or path (as
+    some receivers take one: `https://ingest.example/<key>/v1/traces`) scrubbed."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -40,4 +43,4 @@ def shown_url(url: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port:
         netloc += f":{port}"
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    return structure_scrubber().scrub(f"{parts.scheme}://{netloc}{parts.path}")

@@ -72,7 +72,7 @@ from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel._spans.tracer import OTelTracer
 
 if TYPE_CHECKING:
-    from cafe_otel.instrumentation import GenAIWireObserver
+    from cafe_otel.instrumentation import CallBuilder, GenAIWireObserver
 
 REPLAY_HASH_KEY = b"cafe-otel replay"
 
@@ -107,13 +107,20 @@ class TelemetryHandle:
     _sanitiser: SpanSanitiser | None = field(default=None, repr=False)
     _metric_exporter: FailSoftMetricExporter | None = field(default=None, repr=False)
     _metrics: MetricsListener | None = field(default=None, repr=False)
+    _in_process: InProcessMetrics | None = field(default=None, repr=False)
+    _builder: CallBuilder | None = field(default=None, repr=False)
+    _builder_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _closed: bool = field(default=False, repr=False)
     is_global: bool = False
 
     def wire_observer(self, *, wall_clock: Callable[[], int] = time.time_ns) -> GenAIWireObserver | None:
         """An observer for `cafe.wire` that reports every `openai` SDK call through this
         handle: its provider, its metrics, its account, and the API keys the calls carry
-        kept out of every exported byte. None when telemetry is disabled."""
+        kept out of every exported byte. None when telemetry is disabled.
+
+        Each call's span and metrics are built on the handle's one builder thread
+        (`cafe_otel.instrumentation.CallBuilder`), which `force_flush`, `shutdown`, every
+        metrics collection and the process's exit drain first."""
         from cafe_otel._spans.scope import otel_tracer_of
         from cafe_otel.instrumentation import GenAIWireObserver
 
@@ -123,7 +130,18 @@ class TelemetryHandle:
         return GenAIWireObserver(
             otel_tracer_of(self.provider), metrics=self._metrics,
             capture=self.settings.capture if self.settings is not None else CaptureMode.NO_CONTENT,
-            wall_clock=wall_clock, on_secret=self.add_secrets, on_error=account.add_listener_error)
+            wall_clock=wall_clock, on_secret=self.add_secrets, on_error=account.add_listener_error,
+            builder=None if self._closed else self._call_builder())
+
+    def _call_builder(self) -> CallBuilder:
+        from cafe_otel.instrumentation import CallBuilder
+
+        with self._builder_lock:
+            if self._builder is None:
+                self._builder = CallBuilder(exit_timeout=self.shutdown_timeout)
+                if self._in_process is not None:
+                    self._in_process.before_collect = self._builder.drain
+            return self._builder
 
     @property
     def enabled(self) -> bool:
@@ -158,7 +176,12 @@ class TelemetryHandle:
         bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
         if self.provider is None:
             return True
-        flushed = self.provider.force_flush(int(bound * 1000))
+        flushed = True
+        if self._builder is not None:  # the calls still being built, before their spans are flushed
+            started = time.monotonic()
+            flushed = self._builder.drain(bound)
+            bound = max(bound - (time.monotonic() - started), 0.0)
+        flushed = self.provider.force_flush(int(bound * 1000)) and flushed
         if self.meter_provider is not None:
             flushed = self.meter_provider.force_flush(bound * 1000) and flushed
         return flushed
@@ -173,6 +196,8 @@ class TelemetryHandle:
         if self.provider is None or self._closed:
             return 0.0
         self._closed = True
+        if self._builder is not None:  # every call heard so far reaches the processors below
+            self._builder.close(self.shutdown_timeout if timeout is None else timeout)
         metrics = self._shut_metrics_down(timeout)
         if self._batch is not None:
             self._batch.shutdown(timeout=timeout)
@@ -374,6 +399,7 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
             attempts=point_attempts)
         handle._metric_exporter.add_secrets(secrets)
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
+        handle._in_process = ours
         account.enable_metrics()
     if config.set_global:
         _make_global(handle)

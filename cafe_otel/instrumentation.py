@@ -17,6 +17,15 @@ early, dropped to the garbage collector unclosed, or failed), because the seam p
 (`429`, `500`), the qualified exception class for a transport failure
 (`httpx2.ReadTimeout`, `httpx2.ConnectError`, `asyncio.exceptions.CancelledError`).
 
+What runs where: on the calling thread, only what must happen there (the parent context
+read when the request is sent, the API key noted so that it never leaves, the wall clock,
+references to the request, the response head and each piece of the body with its time, and
+the outcome). The span and the metrics are built from those once the call has ended: under
+a `configure()` handle, on the handle's one builder thread (`CallBuilder`), drained by
+`force_flush`, `shutdown`, every metrics collection and the process's exit; under any other
+provider, and for a call made under an agent span (which adds up its calls' totals before
+it ends), on the thread that ended the call, before it goes on.
+
 The observer never fails a call: anything it raises is caught and counted in the account
 (as a listener error) when it has one.
 
@@ -29,12 +38,15 @@ account's line on stderr. The instrumentor is the `cafe_openai` instrumentor ent
 from __future__ import annotations
 
 import atexit
+import os
+import queue
 import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from opentelemetry import context as otel_context
@@ -58,6 +70,8 @@ WallClock = Callable[[], int]
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a JSON answer larger than this is not read for metadata
 MAX_EVENT_BYTES = 1024 * 1024  # one server-sent event larger than this is not read either
 MAX_CHUNK_GAPS = 100_000  # chunk timings kept for one streamed call
+MAX_HELD_BYTES = 4 * 1024 * 1024  # a body's pieces held for the builder; past this, read as they come
+MAX_QUEUED_CALLS = 512  # calls waiting for the builder's thread; past this, built by their caller
 _CHAT_PATH_SUFFIX = "/chat/completions"
 _EVENT_ENDS = (b"\r\n\r\n", b"\n\n", b"\r\r")
 # (the key as it appears in an event, the `_Answer` attribute, the JSON field)
@@ -283,77 +297,46 @@ class _Answer:
                             for index in sorted(choices)]}
 
 
-class _ChatCall:
-    """The observer of one chat call: its span, from the request to the call's one end."""
+class _BodyReader:
+    """Reads a chat answer's body, piece by piece as the caller read it: a JSON document is
+    kept to be decoded at the end; a stream's server-sent events are split and timed, and
+    an event is decoded only when it says something the span keeps (see `_event`)."""
 
-    def __init__(self, observer: GenAIWireObserver, request: WireRequest, body: dict[str, Any],
-                 context: otel_context.Context) -> None:
-        self._observer = observer
-        self._started_ns = request.started_ns
-        self._attributes = request_attributes(request, body)
-        self._stream = self._attributes[sc.GEN_AI_REQUEST_STREAM]
-        capturing = observer.capturing
-        self._messages = body.get("messages") if capturing else None
-        self._tools = body.get("tools") if capturing else None
-        self._start_wall = observer.wall_clock()
-        totals = context.get(AGENT_TOTALS_KEY)  # the agent span this call is made under, if any
-        self._totals = totals if isinstance(totals, AgentTotals) else None
-        model = self._attributes.get(sc.GEN_AI_REQUEST_MODEL)
-        self._name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
-        # The span is made when the call ends, in one start_span with its start time and all
-        # its attributes (the call's own context is its parent): nothing runs inside it that
-        # could look for it, and setting the end attributes on a started span costs more.
-        self._context = context
-        self._status: int | None = None
-        self._event_stream = False
-        self._answer = _Answer()
+    __slots__ = ("_body", "_body_size", "_decode_every", "_event_stream", "_head_missing", "_pending",
+                 "answer", "first_chunk_ns", "gaps", "last_chunk_ns")
+
+    def __init__(self, *, event_stream: bool, capturing: bool) -> None:
+        self._event_stream = event_stream
+        self.answer = _Answer()
         if capturing:
-            self._answer.choices = {}
+            self.answer.choices = {}
         self._pending = b""
         # Content captured: every delta is merged into the answer, so every event is decoded.
         self._decode_every = capturing
         self._head_missing: tuple[bytes, ...] = ()
         self._body: list[bytes] = []
         self._body_size = 0
-        self._first_chunk_ns: int | None = None
-        self._last_chunk_ns: int | None = None
-        self._gaps: list[float] = []
-
-    # --- the seam's calls -------------------------------------------------------
-    def response(self, response: WireResponse) -> None:
-        self._observer.guarded(self._response, response)
+        self.first_chunk_ns: int | None = None
+        self.last_chunk_ns: int | None = None
+        self.gaps: list[float] = []
 
     def chunk(self, data: bytes, at_ns: int) -> None:
-        # The one call a streamed answer makes per piece of its body: its work is inline
-        # (no guard call, no helper per piece), and it only splits the events and times them;
-        # an event is decoded only when it says something the span keeps (see `_event`).
-        try:
-            if not self._event_stream:
-                self._body_size += len(data)
-                if self._body_size <= MAX_BODY_BYTES:
-                    self._body.append(data)
-                else:
-                    self._body = []
-                return
-            pending = self._pending + data if self._pending else data
-            if b"\r" in pending:  # CR or CRLF line ends: the general splitter
-                events, pending = _split_events(pending)
+        if not self._event_stream:
+            self._body_size += len(data)
+            if self._body_size <= MAX_BODY_BYTES:
+                self._body.append(data)
             else:
-                events = pending.split(b"\n\n")
-                pending = events.pop()
-            for event in events:
-                self._event(event, at_ns)
-            self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
-        except Exception as error:  # never into the caller's call
-            self._observer.failed(error)
-
-    def end(self, outcome: CallOutcome) -> None:
-        self._observer.guarded(self._end, outcome)
-
-    # --- what they do -----------------------------------------------------------
-    def _response(self, response: WireResponse) -> None:
-        self._status = response.status
-        self._event_stream = response.is_event_stream
+                self._body = []
+            return
+        pending = self._pending + data if self._pending else data
+        if b"\r" in pending:  # CR or CRLF line ends: the general splitter
+            events, pending = _split_events(pending)
+        else:
+            events = pending.split(b"\n\n")
+            pending = events.pop()
+        for event in events:
+            self._event(event, at_ns)
+        self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
 
     def _event(self, event: bytes, at_ns: int) -> None:
         if event.startswith(b"data:") and b"\n" not in event and b"\r" not in event:
@@ -362,12 +345,12 @@ class _ChatCall:
             payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
         if not payload or payload == b"[DONE]":
             return
-        first = self._first_chunk_ns is None
+        first = self.first_chunk_ns is None
         if first:
-            self._first_chunk_ns = at_ns
-        elif self._last_chunk_ns is not None and len(self._gaps) < MAX_CHUNK_GAPS:
-            self._gaps.append((at_ns - self._last_chunk_ns) / 1e9)
-        self._last_chunk_ns = at_ns
+            self.first_chunk_ns = at_ns
+        elif self.last_chunk_ns is not None and len(self.gaps) < MAX_CHUNK_GAPS:
+            self.gaps.append((at_ns - self.last_chunk_ns) / 1e9)
+        self.last_chunk_ns = at_ns
         # With content off, the span needs the answer's head (from the first event, or a
         # later one naming a field still unknown), its finish reasons and its usage: the
         # events in between (the words, the argument pieces) are timed, never decoded.
@@ -379,29 +362,131 @@ class _ChatCall:
         except orjson.JSONDecodeError:
             return
         if isinstance(document, dict):
-            answer = self._answer
+            answer = self.answer
             answer.read_head(document)
             answer.read_choices(document, delta=True)
             self._head_missing = answer.head_missing()
 
-    def _read_body(self) -> None:
-        if not self._body:
+    def read_body(self) -> None:
+        """Decodes a JSON answer's body (a stream's events are read as they come)."""
+        if self._event_stream or not self._body:
             return
         try:
             document = orjson.loads(b"".join(self._body))
         except orjson.JSONDecodeError:
             return
         if isinstance(document, dict):
-            self._answer.read_head(document)
-            self._answer.read_choices(document, delta=False)
+            self.answer.read_head(document)
+            self.answer.read_choices(document, delta=False)
 
-    def _end(self, outcome: CallOutcome) -> None:
-        answer = self._answer
+
+class _ChatCall:
+    """One chat call: what the calling thread hears of it (the request, the answer's head,
+    each piece of the body with the time it was read, the outcome), and the span and
+    metrics built from that when the call has ended (`build`).
+
+    The calling thread only keeps references and times; `build` decodes the request and
+    the answer, makes the span (one `start_span` with its start time, its parent context
+    and all its attributes, then `end` at the call's end time) and records the metrics. It
+    runs on the handle's builder thread (`CallBuilder`) when the observer has one, else on
+    the thread that ended the call. Nothing runs inside the span that could look for it,
+    so making it afterwards changes nothing a caller sees but when it is exported."""
+
+    __slots__ = ("_context", "_held", "_held_size", "_observer", "_outcome", "_reader", "_request", "_response",
+                 "_start_wall", "_totals")
+
+    def __init__(self, observer: GenAIWireObserver, request: WireRequest, context: otel_context.Context,
+                 totals: AgentTotals | None) -> None:
+        self._observer = observer
+        self._request = request
+        self._context = context
+        self._totals = totals
+        self._start_wall = observer.wall_clock()
+        self._response: WireResponse | None = None
+        # The body's pieces with their times, read when the span is built; past
+        # MAX_HELD_BYTES they are read as they come instead (`_reader`).
+        self._held: list[tuple[bytes, int]] | None = []
+        self._held_size = 0
+        self._reader: _BodyReader | None = None
+        self._outcome: CallOutcome | None = None
+
+    # --- the seam's calls (the calling thread) -----------------------------------
+    def response(self, response: WireResponse) -> None:
+        self._response = response
+
+    def chunk(self, data: bytes, at_ns: int) -> None:
+        # The one call a streamed answer makes per piece of its body: the piece and its
+        # time are kept, nothing is read (see `build`).
+        held = self._held
+        if held is not None:
+            held.append((data, at_ns))
+            self._held_size += len(data)
+            if self._held_size <= MAX_HELD_BYTES:
+                return
+        try:
+            self._read(data, at_ns)
+        except Exception as error:  # never into the caller's call
+            self._held = None
+            self._observer.failed(error)
+
+    def end(self, outcome: CallOutcome) -> None:
+        self._outcome = outcome
+        builder = self._observer.builder
+        if builder is not None and self._totals is None:
+            builder.submit(self)
+        else:  # an agent span adds this call's totals before it ends: built now
+            self.build()
+
+    # --- what is built from them -------------------------------------------------
+    def _body_reader(self) -> _BodyReader:
+        reader = self._reader
+        if reader is None:
+            response = self._response
+            reader = self._reader = _BodyReader(event_stream=response is not None and response.is_event_stream,
+                                                capturing=self._observer.capturing)
+        return reader
+
+    def _read(self, data: bytes, at_ns: int) -> None:
+        reader = self._body_reader()
+        held = self._held
+        if held is not None:  # too much held: read what is held, then each piece as it comes
+            self._held = None
+            for piece, piece_ns in held:
+                reader.chunk(piece, piece_ns)
+            return
+        reader.chunk(data, at_ns)
+
+    def build(self) -> None:
+        """Makes the call's span and records its metrics; never raises (a failure is the
+        observer's to count)."""
+        try:
+            self._build()
+        except Exception as error:  # never into the caller's call, nor the builder's thread
+            self._observer.failed(error)
+
+    def _build(self) -> None:
+        outcome = self._outcome
+        if outcome is None:
+            return
         observer = self._observer
-        status = self._status
-        if not self._event_stream and (status is None or status < 400):
-            self._read_body()
-        found = dict(self._attributes)  # the start attributes, then the answer's
+        request = self._request
+        body = request.json()
+        if not isinstance(body, dict):
+            return
+        attributes = request_attributes(request, body)
+        stream = attributes[sc.GEN_AI_REQUEST_STREAM]
+        reader = self._body_reader()
+        held = self._held
+        if held:
+            self._held = None
+            for piece, piece_ns in held:
+                reader.chunk(piece, piece_ns)
+        status = self._response.status if self._response is not None else None
+        if status is None or status < 400:
+            reader.read_body()
+        answer = reader.answer
+        started_ns = request.started_ns
+        found = dict(attributes)  # the start attributes, then the answer's
         answer.add_attributes(found)
         error_type: str | None = None
         failed = outcome.kind is observer.failed_kind
@@ -409,20 +494,24 @@ class _ChatCall:
             error_type = outcome.error_type or "_OTHER"
         elif status is not None and status >= 400:
             error_type = str(status)
-        if self._stream and self._first_chunk_ns is not None:
-            found[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (self._first_chunk_ns - self._started_ns) / 1e9
+        if stream and reader.first_chunk_ns is not None:
+            found[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (reader.first_chunk_ns - started_ns) / 1e9
         if error_type is not None:
             found[sc.ERROR_TYPE] = error_type
-        if observer.capturing and isinstance(self._messages, list):
-            found.update(chat_content(self._messages, answer.response_document() if answer.choices else None,
-                                      self._tools if isinstance(self._tools, list) else None))
-        end_wall = self._start_wall + max(outcome.at_ns - self._started_ns, 0)
-        span = observer.tracer.start_span(self._name, context=self._context, kind=SpanKind.CLIENT,
+        if observer.capturing:
+            messages, tools = body.get("messages"), body.get("tools")
+            if isinstance(messages, list):
+                found.update(chat_content(messages, answer.response_document() if answer.choices else None,
+                                          tools if isinstance(tools, list) else None))
+        model = attributes.get(sc.GEN_AI_REQUEST_MODEL)
+        name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
+        end_wall = self._start_wall + max(outcome.at_ns - started_ns, 0)
+        span = observer.tracer.start_span(name, context=self._context, kind=SpanKind.CLIENT,
                                           attributes=found, start_time=self._start_wall)
         if self._totals is not None:
             self._totals.add_call(
                 input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
-                temperature=self._attributes.get(sc.GEN_AI_REQUEST_TEMPERATURE),
+                temperature=attributes.get(sc.GEN_AI_REQUEST_TEMPERATURE),
                 finish_reasons=found.get(sc.GEN_AI_RESPONSE_FINISH_REASONS, ()),
                 input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
@@ -432,15 +521,14 @@ class _ChatCall:
                 span.add_event(sc.EXCEPTION_EVENT_NAME, {sc.EXCEPTION_TYPE: error_type}, timestamp=end_wall)
         span.end(end_time=end_wall)
         if observer.metrics is not None:
-            attributes = self._attributes
             observer.metrics.record_call(ChatCall(
-                provider=attributes[sc.GEN_AI_PROVIDER_NAME], request_model=attributes.get(sc.GEN_AI_REQUEST_MODEL),
+                provider=attributes[sc.GEN_AI_PROVIDER_NAME], request_model=model,
                 response_model=answer.model, server_address=attributes[sc.SERVER_ADDRESS],
                 server_port=attributes[sc.SERVER_PORT], error_type=error_type,
-                duration_s=(outcome.at_ns - self._started_ns) / 1e9,
+                duration_s=(outcome.at_ns - started_ns) / 1e9,
                 input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
                 time_to_first_chunk_s=found.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK),
-                chunk_gaps_s=self._gaps if self._stream else ()))
+                chunk_gaps_s=reader.gaps if stream else ()))
 
 
 def chat_content(messages: list[Any], response: Mapping[str, Any] | None,
@@ -452,17 +540,152 @@ def chat_content(messages: list[Any], response: Mapping[str, Any] | None,
     return mapping.chat_content(messages, response, [tool for tool in tools or [] if isinstance(tool, dict)])
 
 
+class Buildable(Protocol):
+    """What a `CallBuilder` builds: an ended call (`_ChatCall`)."""
+
+    def build(self) -> None:
+        """Makes what the call reports; never raises."""
+
+
+class _Stop:
+    """Tells the builder's thread to end (put by `CallBuilder.close`)."""
+
+
+_STOP = _Stop()
+_BUILDERS: weakref.WeakSet[CallBuilder] = weakref.WeakSet()
+
+
+class CallBuilder:
+    """One daemon thread that builds the spans and metrics of the calls handed to it, in
+    the order they ended, so that the calling thread pays only for handing each over.
+
+    A handle of `configure()` makes one for its wire observers (`TelemetryHandle.wire_observer`),
+    and drains it before anything reads what it builds: `force_flush`, `shutdown`, every
+    metrics collection, and the process's exit (an exit hook that runs before the
+    providers' own). Each call handed over is built exactly once: by the thread, or by
+    whoever drains, or by the caller itself when `limit` calls are already waiting (never
+    dropped), or after `close` (then on the provider as it is, shut down or not)."""
+
+    def __init__(self, *, limit: int = MAX_QUEUED_CALLS, exit_timeout: float = 5.0) -> None:
+        self._queue: queue.SimpleQueue[Buildable | threading.Event | _Stop] = queue.SimpleQueue()
+        self._limit = limit
+        self._worker: threading.Thread | None = None
+        self._starting = threading.Lock()
+        self._closed = False
+        _watch_forks()
+        _BUILDERS.add(self)
+        # Registered after the providers' own exit hooks, so it runs before them (atexit
+        # runs the last registered first): what is still queued reaches their processors.
+        atexit.register(_drain_at_exit, weakref.ref(self), exit_timeout)
+
+    def submit(self, call: Buildable) -> None:
+        """Hands `call` over to be built (never raises)."""
+        if self._closed or self._queue.qsize() >= self._limit:
+            call.build()  # closed, or the thread is behind: built here rather than dropped
+            return
+        if self._worker is None:
+            self._start()
+        self._queue.put(call)
+        if self._closed:  # closed meanwhile: the thread may be gone, so nothing is left behind
+            self._build_queued()
+
+    def _start(self) -> None:
+        with self._starting:
+            if self._worker is None:
+                worker = threading.Thread(target=self._run, name="cafe-otel-call-builder", daemon=True)
+                worker.start()
+                self._worker = worker
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            item = get()
+            if isinstance(item, threading.Event):
+                item.set()  # a drain waits for everything put before it
+            elif isinstance(item, _Stop):
+                self._build_queued()
+                return
+            else:
+                item.build()
+
+    def _build_queued(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            elif not isinstance(item, _Stop):
+                item.build()
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Builds every call handed over before this one, waiting at most `timeout` seconds
+        for the thread; what is still queued then is built here. False when the thread
+        was still building a call at the bound (that call ends on its own, once)."""
+        worker = self._worker
+        finished = True
+        if not self._closed and worker is not None and worker is not threading.current_thread() and worker.is_alive():
+            reached = threading.Event()
+            self._queue.put(reached)
+            finished = reached.wait(max(timeout, 0.0))
+        self._build_queued()
+        return finished
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Drains, then stops the thread: calls ending afterwards are built where they end."""
+        drained = self.drain(timeout)
+        self._closed = True
+        if self._worker is not None:
+            self._queue.put(_STOP)
+        return drained
+
+    def _forget_thread(self) -> None:
+        # In a forked child: the parent's thread is not there, and what the parent had
+        # queued is the parent's to build (built twice, it would be exported twice).
+        self._queue = queue.SimpleQueue()
+        self._worker = None
+        self._starting = threading.Lock()
+
+
+def _drain_at_exit(builder: weakref.ref[CallBuilder], timeout: float) -> None:
+    found = builder()
+    if found is not None:
+        found.close(timeout)
+
+
+def _forget_threads_in_child() -> None:
+    for builder in list(_BUILDERS):
+        builder._forget_thread()
+
+
+_fork_hook = threading.Lock()
+_fork_hook_registered = False
+
+
+def _watch_forks() -> None:
+    # Registered by the first builder, not on import: importing the module changes nothing.
+    global _fork_hook_registered
+    with _fork_hook:
+        if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_forget_threads_in_child)
+            _fork_hook_registered = True
+
+
 class GenAIWireObserver:
     """A `cafe.wire.WireObserver`: every `POST .../chat/completions` becomes a chat span and
     its metrics. `tracer` makes the spans; `metrics` (optional) records the GenAI client
     metrics; `on_secret` is told each API key the requests carry, once (the pipeline keeps
-    it out of every exported byte); `on_error` hears what the observer itself failed at."""
+    it out of every exported byte); `on_error` hears what the observer itself failed at.
+    `builder` (a `CallBuilder`) builds each call's span and metrics once the call has
+    ended; without one they are built on the thread that ended it, before it goes on."""
 
     def __init__(self, tracer: trace.Tracer, *, metrics: MetricsListener | None = None,
                  capture: CaptureMode = CaptureMode.NO_CONTENT, wall_clock: WallClock = time.time_ns,
                  on_secret: Callable[[Iterable[str]], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None, builder: CallBuilder | None = None) -> None:
         self.tracer = tracer
+        self.builder = builder
         self.metrics = metrics
         self.capture = capture
         self.capturing = capture.on_span  # read on every call: a plain attribute
@@ -482,11 +705,10 @@ class GenAIWireObserver:
         if context.get(MODEL_CALL_KEY):  # a café generation: its chat span exists
             return None
         try:
+            # Before anything of the call can be exported: the key is kept out of every byte.
             self._note_secret(request)
-            body = request.json()
-            if not isinstance(body, dict):
-                return None
-            return _ChatCall(self, request, body, context)
+            totals = context.get(AGENT_TOTALS_KEY)  # the agent span this call is made under, if any
+            return _ChatCall(self, request, context, totals if isinstance(totals, AgentTotals) else None)
         except Exception as error:
             self.failed(error)
             return None

@@ -14,7 +14,8 @@ class StackError(CafeError):
 
 class StackDirectoryUnusable(StackError):
     """The stack directory, or a file otelstack keeps in it, is a symbolic link, not a
-    directory or regular file, or another user's: otelstack neither follows nor uses it."""
+    directory or regular file, another user's, or (a directory) one others may write into:
+    otelstack neither follows, uses nor changes it."""
 
     exit_code = 60
 

@@ -4,7 +4,7 @@ The built Collector (collector.yaml, one tier) and Jaeger (Badger storage under 
 restart keeps the traces), each bound to 127.0.0.1 on the usual ports: OTLP 4317/4318 into
 the Collector, Jaeger's query API on 16686. Both run in their own sessions, so they outlive
 the command that started them; DIR (0700) holds their logs, stack.json, the Collector's queue
-and Jaeger's data.
+and Jaeger's data. A DIR others may write into (/tmp) is refused, not made private.
 
 `up` refuses a port already in use, and calls a program up only while that process itself
 runs and holds its ports (a health answer from another process proves nothing). stack.json
@@ -60,6 +60,7 @@ PROGRAMS = frozenset(PORTS)
 GRACE = 15.0  # seconds a program has to exit after SIGTERM
 KILL_WAIT = 5.0  # and after SIGKILL
 POLL = 0.1
+IDENTIFY_WAIT = 5.0  # seconds a new program's command line has to appear in /proc
 Ports = Mapping[str, Mapping[str, int]]
 
 
@@ -188,6 +189,21 @@ def _stop_started(children: list[subprocess.Popen[bytes]], grace: float) -> None
             child.wait(KILL_WAIT)
 
 
+def _identify_started(pid: int) -> ProcessIdentity | None:
+    """The identity of a child just started. Popen returns once the exec is past its point of
+    no return, while the kernel may still be mapping the new program: /proc then shows an empty
+    command line, which `down` could never match. So the read is repeated, boundedly, until the
+    command line is there; None when it never is, or the process is gone."""
+    deadline = time.monotonic() + IDENTIFY_WAIT
+    while True:
+        identity = identify(pid)
+        if identity is None or identity.cmdline:
+            return identity
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
+
+
 def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str, str], timeout: float) -> None:
     children: list[subprocess.Popen[bytes]] = []
     records: dict[str, ProcessIdentity] = {}
@@ -200,7 +216,7 @@ def _start(stack: StackDirectory, programs: list[Program], environ: Mapping[str,
             finally:
                 os.close(log)
             children.append(child)
-            identity = identify(child.pid)
+            identity = _identify_started(child.pid)
             if identity is not None:
                 records[program.name] = identity
                 stack.write_state(records)
@@ -307,10 +323,17 @@ def down(directory: Path, *, grace: float = GRACE, out: TextIO | None = None) ->
     return 0
 
 
+def _directory(value: str) -> Path:
+    # An empty value is Path("."), the working directory: `down` would make it private, `up` fill it.
+    if not value.strip():
+        raise argparse.ArgumentTypeError("needs a directory (an empty one names none), e.g. --dir .stack")
+    return Path(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m otelstack", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down"])
-    parser.add_argument("--dir", type=Path, required=True, help="where the stack keeps logs, pids and data")
+    parser.add_argument("--dir", type=_directory, required=True, help="where the stack keeps logs, pids and data")
     args = parser.parse_args(argv)
     try:
         return up(args.dir) if args.command == "up" else down(args.dir)

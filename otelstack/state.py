@@ -39,6 +39,30 @@ def _is_link(path: Path) -> bool:
         return False
 
 
+def _file_above(path: Path) -> Path:
+    """The first part of `path`, from the top, that exists and is not a directory (else `path`)."""
+    for part in (*reversed(path.parents), path):
+        if os.path.lexists(part) and not os.path.isdir(part):
+            return part
+    return path
+
+
+def _check_owned(path: Path, fd: int) -> None:
+    """Refuse a directory of another user, or one others may write into (a shared one such as
+    /tmp: they could swap what otelstack keeps there); make any other one private, for it
+    holds logs and the pids `down` signals. A group's write is the user's own when that group
+    is the user's own primary group (a umask of 002 gives every new directory g+w)."""
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid():
+        raise StackDirectoryUnusable(f"{path} belongs to another user")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & stat.S_IWOTH or (mode & stat.S_IWGRP and info.st_gid != os.getegid()):
+        raise StackDirectoryUnusable(f"{path} is writable by other users (mode {mode:o}); otelstack neither uses "
+                                     "nor changes a shared directory: give it one of your own")
+    if mode != 0o700:
+        os.fchmod(fd, 0o700)
+
+
 def _unusable(path: Path, error: OSError) -> StackDirectoryUnusable:
     # O_DIRECTORY | O_NOFOLLOW refuses a link as "not a directory"; the message says which.
     if error.errno == errno.ELOOP or (error.errno == errno.ENOTDIR and _is_link(path)):
@@ -60,10 +84,13 @@ class StackDirectory:
     @classmethod
     def open(cls, path: Path, *, create: bool) -> StackDirectory | None:
         """The directory at `path` (made 0700 when `create`); None when it does not exist
-        and `create` is false."""
+        and `create` is false. One that others may write into is refused as it is."""
         try:
             if create:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except (FileExistsError, NotADirectoryError):
+                    raise StackDirectoryUnusable(f"{_file_above(path)} is not a directory") from None
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(path, 0o700)
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
@@ -71,15 +98,18 @@ class StackDirectory:
             if create:
                 raise StackDirectoryUnusable(f"{path}: cannot be created") from None
             return None
+        except NotADirectoryError:
+            # A file above it: "x/.stack is not a directory" would name the wrong one.
+            if not _is_link(path) and _file_above(path) != path:
+                raise StackDirectoryUnusable(f"{_file_above(path)} is not a directory") from None
+            raise _unusable(path, OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))) from None
         except OSError as error:
             raise _unusable(path, error) from None
-        info = os.fstat(fd)
-        if info.st_uid != os.geteuid():
+        try:
+            _check_owned(path, fd)
+        except BaseException:
             os.close(fd)
-            raise StackDirectoryUnusable(f"{path} belongs to another user")
-        # It holds logs and the pids `down` signals: for its owner only.
-        if stat.S_IMODE(info.st_mode) != 0o700:
-            os.fchmod(fd, 0o700)
+            raise
         return cls(path, fd)
 
     def __enter__(self) -> StackDirectory:
@@ -144,13 +174,17 @@ class StackDirectory:
         return fd
 
     def subdirectory(self, name: str) -> Path:
-        """`name` in the directory, made 0700 if new; refused when it is a link or a file."""
+        """`name` in the directory, made 0700; refused when it is a link, a file or not ours."""
         with contextlib.suppress(FileExistsError):
             os.mkdir(name, 0o700, dir_fd=self._fd)
         try:
-            os.close(os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=self._fd))
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=self._fd)
         except OSError as error:
             raise _unusable(self.path / name, error) from None
+        try:
+            _check_owned(self.path / name, fd)
+        finally:
+            os.close(fd)
         return self.path / name
 
 

@@ -6,6 +6,8 @@ never a traceback. Set CAFE_DEBUG=1 to see the traceback of an unexpected failur
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +19,7 @@ from cafe.cli.commands import VersionAsked, build_parser
 from cafe.cli.plugins import PluginLoader, installed_plugins
 from cafe.cli.terminal import DEBUG_VARIABLE, EscapingStream, one_line
 from cafe.cli.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
-from cafe.errors import CafeError
+from cafe.errors import CafeError, Unwritable
 from cafe.loop import new_conversation_id
 
 EXIT_INTERNAL = 70
@@ -45,13 +47,25 @@ def main(
 ) -> int:
     """Run the `cafe` command `argv` (default: the process's arguments) and return its exit
     code. `new_conversation_id` gives each shift its `gen_ai.conversation.id`."""
+    if argv is None:
+        # The process's own command: its heap goes back to the OS at exit. Python's last
+        # collection would walk every object a long shift made (seconds, after SIGTERM too);
+        # frozen, it walks none. Everything main() opens it also closes.
+        atexit.register(gc.freeze)
     environ = os.environ if environ is None else environ
     streams = EscapingStream(out or sys.stdout), EscapingStream(err or sys.stderr)
     try:
-        return _main(argv, environ, *streams, load_plugins, new_conversation_id)
+        code = _main(argv, environ, *streams, load_plugins, new_conversation_id)
     finally:
         for stream in streams:  # a closed pipe is found here at the latest, not at exit
             stream.flush()
+    escaping_out, escaping_err = streams
+    if escaping_out.failure is not None and code == 0:
+        # Output that never reached its file is a failed write, not a success.
+        escaping_err.write(f"cafe: error: {Unwritable('<stdout>', escaping_out.failure, what='the output')}\n")
+        escaping_err.flush()
+        return Unwritable.exit_code
+    return code
 
 
 def _main(argv: Sequence[str] | None, environ: Mapping[str, str], escaping_out: EscapingStream,

@@ -25,7 +25,7 @@ from cafe.recording.format import Recording
 from cafe.recording.reader import load_recording
 from cafe.recording.shift import record_shift, replay_shift
 from cafe.recording.windows import RecordedClock, call_windows
-from cafe.trace.clock import Clock, TickClock, Timeline
+from cafe.trace.clock import Clock, Timeline
 from cafe.trace.tracer import Tracer
 from cafe.trace.usage import usage_of
 from cafe.transcript import transcript, transcript_digest
@@ -150,11 +150,11 @@ def replay_command(args: argparse.Namespace, environ: Mapping[str, str], out: Te
     responder = make_responder([parse_decision(d) for d in args.decision]) if args.decision else None
     if args.report:
         view.check_page_path(args.report)  # before the replay, not after it failed
-    # With telemetry, a replay's spans sit on the recording's own timeline, one tick a second
-    # after its origin, so replaying twice exports the same timestamps; without it, the tree
-    # --show draws is on the recorded call windows.
-    session = _open_telemetry(plugins, args, environ, clock=TickClock(), origin_unix_nano=origin_ns)
-    recorded_clock = None if session else RecordedClock(call_windows(recording))
+    # A replay's spans, exported or drawn by --show, sit on the recorded call windows: the
+    # timings the recording holds, the same every time it is replayed.
+    recorded_clock = RecordedClock(call_windows(recording))
+    session = _open_telemetry(plugins, args, environ, clock=recorded_clock,
+                              origin_unix_nano=recorded_clock.origin_unix_nano)
     tracer = session.tracer if session else Tracer(clock=recorded_clock)
     try:
         run, _ = replay_shift(

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
 import re
 import sys
 from typing import Any, TextIO
+
+from cafe.privacy import structure_scrubber
 
 # Set (to anything) to see an internal error's traceback instead of its one line.
 DEBUG_VARIABLE = "CAFE_DEBUG"
@@ -37,29 +41,35 @@ class EscapingStream:
     command: the rest is dropped and the command finishes its work (a recording is
     completed, telemetry shut down) and exits with its own code, as `head`'s writer would
     want. The process's own stream is then pointed at /dev/null, as the Python docs advise,
-    so that the interpreter's last flush finds no broken pipe to complain about."""
+    so that the interpreter's last flush finds no broken pipe to complain about. A stream
+    closed before the command started (`cafe shift >&-`: Python's `sys.stdout` is None) has
+    no reader either. A write that fails otherwise (a full disk, an I/O error) drops the rest
+    the same way and is kept in `failure` (its errno's name), for the command to report."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.reader_gone = False
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream: TextIO = io.StringIO() if stream is None else stream
+        self.reader_gone = stream is None
+        self.failure: str | None = None
 
     def write(self, text: str) -> int:
         if not self.reader_gone:
             try:
                 self._stream.write(printable(text))
-            except BrokenPipeError:
-                self._drop_the_rest()
+            except OSError as error:
+                self._drop_the_rest(error)
         return len(text)
 
     def flush(self) -> None:
         if not self.reader_gone:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
-                self._drop_the_rest()
+            except OSError as error:
+                self._drop_the_rest(error)
 
-    def _drop_the_rest(self) -> None:
+    def _drop_the_rest(self, error: OSError) -> None:
         self.reader_gone = True
+        if not isinstance(error, BrokenPipeError):
+            self.failure = errno.errorcode.get(error.errno or 0, type(error).__name__)
         if self._stream is not sys.stdout and self._stream is not sys.stderr:
             return  # a stream handed in: its descriptor is not ours to move
         with contextlib.suppress(OSError, ValueError):
@@ -72,6 +82,8 @@ class EscapingStream:
 
 
 def one_line(error: BaseException, text: str | None = None) -> str:
-    """The error and its notes (where a failed recording left its calls) on one line."""
+    """The error and its notes (where a failed recording left its calls) on one line, with
+    the secret patterns applied: a file name it quotes may hold a key (`deploy_sk-...`), and
+    the line goes to CI logs as the mismatch page's error line goes to a reader."""
     parts = [str(error) if text is None else text, *getattr(error, "__notes__", ())]
-    return "; ".join(part.replace("\n", " ") for part in parts if part)
+    return structure_scrubber().scrub("; ".join(part.replace("\n", " ") for part in parts if part))

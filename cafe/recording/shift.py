@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cafe.clients.base import ChatClient
 from cafe.consent import Decision, Responder, make_responder
 from cafe.errors import ScriptError
-from cafe.loop import DEFAULT_CONVERSATION_ID, ShiftRun, new_conversation_id, run_shift
+from cafe.loop import ShiftRun, new_conversation_id, run_shift
 from cafe.privacy import Scrubber
 from cafe.recording.format import WIRE_VERSION, Ending, Recording
 from cafe.recording.modes import RecordMode
@@ -98,6 +101,17 @@ def responder_of(recording: Recording) -> Responder:
     return make_responder([(d[0], d[1] if len(d) > 1 else None) for d in decisions])
 
 
+def _stand_in_id(recording: Recording) -> str:
+    """The conversation id of a recording that holds none (a plain {request, response} file):
+    a UUID5 of its requests, so that every replay of it shares one id (its OTLP bytes stay
+    the same) and replays of two different recordings never share one. A digest, not text."""
+    digest = hashlib.sha256()
+    for call in recording.calls:
+        digest.update(json.dumps(call.request, sort_keys=True, separators=(",", ":"), default=repr).encode())
+        digest.update(b"\n")
+    return f"shift-{uuid.UUID(bytes=digest.digest()[:16], version=5)}"
+
+
 def replay_shift(
     path: Path | str | Recording,
     script: Sequence[str] | None = None,
@@ -143,8 +157,8 @@ def replay_shift(
         client = RecordedTracingClient(replay, tracer, recorded_clock)
     for key, value in recording.header.shift_options().items():
         shift_options.setdefault(key, value)
-    # The recorded conversation keeps its id; one that recorded none keeps a fixed stand-in.
-    shift_options.setdefault("conversation_id", DEFAULT_CONVERSATION_ID)
+    # The recorded conversation keeps its id; one that recorded none gets its recording's own.
+    shift_options.setdefault("conversation_id", recording.header.conversation_id or _stand_in_id(recording))
     if recording.ending is None:
         recorded = len(recording.calls)
         shift_options["max_turns"] = min(shift_options.get("max_turns", recorded), recorded)

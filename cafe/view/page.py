@@ -145,11 +145,28 @@ def _setup(timeline: ShiftTimeline, scale: Scale) -> str:
             "</span></div><div class=\"lane\">not drawn to scale: the axis starts at the first model call</div></div>")
 
 
+def _content_text(content: Any) -> str:
+    """A message's content as text: a list of parts (`[{"type": "text", "text": ...}]`) as
+    the text of each part, one a line; a part without text, and any other value, as JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part["text"] if isinstance(part, dict) and isinstance(part.get("text"), str)
+                         else _compact_json(part) for part in content)
+    return _compact_json(content)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _message_text(message: dict[str, Any]) -> str:
     role = message.get("role", "?")
     if role == "tool":
-        return f"tool[{message.get('tool_call_id')}]: {message.get('content')}"
-    lines = [f"{role}: {message['content']}"] if message.get("content") is not None else []
+        return f"tool[{message.get('tool_call_id')}]: {_content_text(message.get('content'))}"
+    lines = [f"{role}: {_content_text(message['content'])}"] if message.get("content") is not None else []
+    if message.get("refusal") is not None:  # a model's refusal is its whole answer
+        lines.append(f"{role} (refusal): {_content_text(message['refusal'])}")
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {} if isinstance(call, dict) else {}
         lines.append(f"{role} -> {function.get('name')}({function.get('arguments')})")

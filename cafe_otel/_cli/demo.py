@@ -278,7 +278,7 @@ def _demo(out: TextIO, path: Path, *, kept: bool) -> int:
 
     caught = _changed_prompt(out, path, recording, kept=kept)
     _view_page(out, path, recording, kept=kept)
-    _next_commands(out, path if kept else Path(RECORDING_NAME))
+    _next_commands(out, path if kept else Path("DIR") / RECORDING_NAME)
     return 0 if same and not leaked and caught else 1
 
 

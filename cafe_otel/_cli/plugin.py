@@ -17,6 +17,7 @@ the environ handed in were resolved and checked.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -60,10 +61,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+# host:port, as `--otlp=localhost:4317` takes it: a name, an IPv4 or a bracketed IPv6, then digits.
+_HOST_AND_PORT = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}")
+
+
 def _is_url(word: str) -> bool:
-    """A word after a bare --otlp that is its endpoint: only a URL with a scheme, so that a
-    recording's path after the option stays the path."""
-    return "://" in word
+    """A word after a bare --otlp that is its endpoint: a URL with a scheme, or a host:port,
+    so that a recording's path after the option (it has neither shape) stays the path."""
+    return "://" in word or _HOST_AND_PORT.fullmatch(word) is not None
 
 
 _ENDPOINT = v.otlp_variable(v.ENDPOINT)
@@ -74,7 +79,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--otlp", action=AttachedValue, separate=_is_url, default=None, metavar="ENDPOINT",
         help="export spans over OTLP: to ENDPOINT when written --otlp=ENDPOINT (or --otlp URL, "
-             f"a URL with its scheme), else to {_ENDPOINT}, else localhost; on by "
+             f"a URL with its scheme or a host:port), else to {_ENDPOINT}, else localhost; on by "
              f"default when {_ENDPOINT} is set. A bare --otlp takes no value, "
              "wherever it stands",
     )

@@ -199,6 +199,12 @@ def watch_http_session(session: Any, log: AttemptLog) -> None:
 # is not delivered too. Any other UNAVAILABLE (a connection dropped mid-call, a server going
 # away) may have been stored, so it is unknown.
 _NO_CONNECTION = ("failed to connect to all addresses", "DNS resolution failed", "errors resolving")
+# Statuses only an answer gives (the receiver's, or the client's refusal to send a message
+# too large): the request was not taken. DEADLINE_EXCEEDED, CANCELLED, UNKNOWN, INTERNAL and
+# any other UNAVAILABLE may end a call whose request a receiver stored, so they are unknown.
+_REFUSED = frozenset({"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+                      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                      "UNIMPLEMENTED", "UNAUTHENTICATED", "DATA_LOSS"})
 
 
 def grpc_failure(error: BaseException) -> AttemptEnd:
@@ -212,7 +218,7 @@ def grpc_failure(error: BaseException) -> AttemptEnd:
     name = getattr(status, "name", None)
     if not isinstance(name, str):
         return AttemptEnd(Delivery.UNKNOWN, type(error).__name__)
-    if name == "UNAVAILABLE" and isinstance(text, str) and text.startswith(_NO_CONNECTION):
+    if name in _REFUSED or (name == "UNAVAILABLE" and isinstance(text, str) and text.startswith(_NO_CONNECTION)):
         return AttemptEnd(Delivery.NOT_DELIVERED, name)
     return AttemptEnd(Delivery.UNKNOWN, name)
 

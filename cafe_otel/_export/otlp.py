@@ -2,7 +2,11 @@
 HTTP, built from that signal's resolved settings (`cafe_otel._config.signal.SignalConfig`).
 
 Every argument is passed explicitly: the SDK's exporters read `os.environ` for any left
-None, and the settings were resolved from the environ `configure()` was handed. Over
+None, and the settings were resolved from the environ `configure()` was handed. The headers
+are set again once the exporter is built: the OTLP/HTTP exporter adds the process's
+`OTEL_EXPORTER_OTLP_(SIGNAL_)HEADERS` to the ones it is handed, and the gRPC one reads them
+when it is handed none, so a credential the resolved settings leave out (another signal's,
+one outside the environ handed in, one an explicit `headers` replaces) would be sent. Over
 OTLP/HTTP the exporter is handed a `requests.Session` of ours, so that `rejections` can read
 each answer for items rejected in a 2xx (`cafe_otel._export.partial_success`; gRPC's exporter
 hands no answer back) and `attempts` can count its attempts at the transport
@@ -78,13 +82,14 @@ def build_exporter(signal: Signal, config: SignalConfig, *, timeout: float | Non
             compression=grpc.Compression.Gzip if config.compression == "gzip" else grpc.Compression.NoCompression,
             **extra,
         )
+        exporter._headers = tuple(config.headers.items())  # what it sends as metadata, nothing else
         if attempts is not None:
             watch_grpc_exporter(exporter, attempts)
         return exporter  # type: ignore[no-any-return]
     import importlib
 
     import requests
-    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http import _OTLP_HTTP_HEADERS, Compression
 
     module = importlib.import_module(f"opentelemetry.exporter.otlp.proto.http.{_MODULES[signal]}_exporter")
     session = requests.Session()
@@ -101,6 +106,12 @@ def build_exporter(signal: Signal, config: SignalConfig, *, timeout: float | Non
         **extra,
     )
     tls.set_on(session)
+    client = exporter._client
+    # The exporter's own headers, the resolved ones, and the encoding its compression writes.
+    sent = {**{name.lower(): value for name, value in _OTLP_HTTP_HEADERS.items()}, **config.headers}
+    if config.compression == "gzip":
+        sent["Content-Encoding"] = client._compression.value
+    client._headers = sent
     if rejections is not None:
         rejections.attach(session)
     if attempts is not None:

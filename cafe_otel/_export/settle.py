@@ -10,7 +10,10 @@ it did. `Settler.settle` turns that outcome into counts under the signal's key:
   partial success, `cafe_otel._export.partial_success`), which is lost as `rejected`;
 - the exporter returned something other than SUCCESS: lost as `failure`;
 - the exporter raised, hung past its bound or was still hung from the export before
-  (`busy`): lost under that cause.
+  (`busy`): lost under that cause;
+- but a failed export whose attempts at the transport leave its delivery unknown (a request
+  that went out and was never answered: the exporter's own timeout, a connection dropped
+  after it was sent) is unconfirmed, never lost: its receiver may have stored it whole.
 `Settler.settle_in_flight` judges an export that has not returned when shutdown's bound
 runs out by its attempts at the transport (`cafe_otel._export.attempts`): unconfirmed while
 a receiver may yet store it, lost when every attempt delivered nothing or none started, and
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from opentelemetry.sdk.metrics.export import MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from cafe.trace import BUSY, TIMEOUT, Outcome
+from cafe.trace import ALREADY_SHUTDOWN, BUSY, TIMEOUT, Outcome
 from cafe_otel._config.variables import Signal
 from cafe_otel._export.account import EXPORTED, FAILURE, INFLIGHT, REJECTED, SHUTDOWN_TIMEOUT, TelemetryAccount
 from cafe_otel._export.attempts import AttemptLog, InFlight
@@ -129,6 +132,10 @@ class Settler:
                 self._lost(rejected, f"the receiver took the request but rejected {rejected} of its {count} "
                                      f"{self._words.items} (OTLP partial success)", REJECTED)
             return True
+        unknown = self._delivery_unknown(outcome, waited)
+        if unknown is not None:
+            self.account.add(self.signal, INFLIGHT, count, why=f"{self._where}: {unknown}")
+            return False
         if outcome.ok:  # returned, but not SUCCESS
             self._lost(count, "exporter returned FAILURE", FAILURE)
         elif outcome.error_type == TIMEOUT:
@@ -138,6 +145,22 @@ class Settler:
         else:
             self._lost(count, f"exporter {outcome.why}", outcome.error_type or FAILURE)
         return False
+
+    def _delivery_unknown(self, outcome: Outcome, waited: float) -> str | None:
+        """Why a failed export may still have been stored, by its attempts (None: it was not).
+        A `busy` or refused-after-shutdown export made no attempt: the log holds another's."""
+        if outcome.error_type in (BUSY, ALREADY_SHUTDOWN) or self.attempts is None or not self.attempts.attached:
+            return None
+        attempts = self.attempts.snapshot()
+        if attempts.in_flight() is not InFlight.UNCONFIRMED:
+            return None
+        if outcome.ok:
+            failed = "exporter returned FAILURE"
+        elif outcome.error_type == TIMEOUT:
+            failed = f"no answer within {waited:g}s"
+        else:
+            failed = f"exporter {outcome.why}"
+        return f"{failed}, but {attempts.why_unconfirmed()}"
 
     def settle_in_flight(self, pending: Pending, why: str) -> InFlight | None:
         """Count an export that has not returned by shutdown's bound, once, by what its

@@ -217,6 +217,9 @@ class InProcessMetrics:
         self._streams: dict[str, HistogramStream | CounterStream] = {}
         self._lock = threading.Lock()  # the registry's
         self._points_lock = threading.Lock()  # every stream's points'
+        # Run before each collection: what records into these streams on another thread
+        # (the handle's call builder) records what it has first.
+        self.before_collect: Callable[[], object] | None = None
 
     def _stream(self, name: str, kind: type[_Stream], make: Callable[[], _Stream]) -> Any:
         with self._lock:
@@ -239,6 +242,8 @@ class InProcessMetrics:
 
     def collect(self, temporality: Temporality, now_ns: int | None = None) -> list[Metric]:
         """Every stream with something to report, as the SDK's `Metric`s."""
+        if self.before_collect is not None:
+            self.before_collect()
         now = time.time_ns() if now_ns is None else now_ns
         found = []
         with self._lock:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -220,6 +224,33 @@ def test_shift_with_an_unknown_mode_is_a_configuration_error_not_an_offline_run(
     _one_error_line(code, err)
     assert code == 20 and out == ""
     assert variable in err and "live or offline" in err
+
+
+_LAST_AT_EXIT = """
+import atexit, gc, sys
+# Registered before main(), so run after everything main() registers (atexit is last in, first out).
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count(), file=sys.__stderr__))
+from cafe.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["shift", "--seed", "1"], ["replay", "missing.jsonl"]])
+def test_the_command_leaves_its_heap_to_the_os_at_exit(tmp_path, argv):
+    # Python's last collection walks every object a long shift made (seconds for 80,000 turns,
+    # after SIGTERM too); frozen, the heap is released with the process instead.
+    done = subprocess.run([sys.executable, "-c", _LAST_AT_EXIT, *argv], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    frozen = int(done.stderr.rsplit("frozen at exit: ", 1)[1])
+    assert frozen > 0, done.stderr
+
+
+def test_main_called_by_a_program_leaves_its_collections_alone():
+    import gc
+
+    cafe("--version")
+    assert gc.get_freeze_count() == 0
 
 
 def test_each_shift_gets_its_own_conversation_id_whatever_its_seed(tmp_path):

@@ -78,6 +78,28 @@ def test_an_error_naming_a_file_escapes_its_control_characters(tmp_path: Path) -
     assert r"x\x1b[2J\x1b]0;owned\x07\x0d\x08\x9b.jsonl: no such recording" in err
 
 
+# Built from pieces, so that this file is not itself a key to a scanner.
+KEY_IN_NAME = "sk-" + "proj-" + "Kq72Zx9Wm4Rt8Yp3Ln6Bv1Cs5Df0Gh2"
+
+
+@pytest.mark.parametrize("command", [
+    ("replay", "{dir}/missing_{key}.jsonl"),  # no such recording
+    ("replay", "{dir}/bad_{key}.jsonl"),  # not a recording
+    ("view", "{dir}/bad_{key}.jsonl", "-o", "{dir}/page.html"),
+    ("view", "{dir}/good_{key}.jsonl", "-o", "{dir}/missing/{key}.html"),  # the page cannot be written
+    ("replay", "{dir}/good_{key}.jsonl", "--report", "{dir}/missing/x_{key}.html"),
+    ("shift", "--record", "{dir}/good_{key}.jsonl"),  # exists: never overwritten
+])
+def test_an_error_line_naming_a_file_scrubs_a_key_in_its_name(tmp_path: Path, command: tuple[str, ...]) -> None:
+    (tmp_path / f"bad_{KEY_IN_NAME}.jsonl").write_text('{"bad"\n')
+    record_shift(ScriptedClient(), ["A latte, please.", "That's all."], tmp_path / f"good_{KEY_IN_NAME}.jsonl",
+                 responder=make_responder([("approve", None)]))
+    code, _, err = _run(*(part.format(dir=tmp_path, key=KEY_IN_NAME) for part in command))
+    assert code not in (0, 70), err
+    assert err.startswith("cafe: error: ") and err.count("\n") == 1
+    assert KEY_IN_NAME[8:] not in err and "[REDACTED]" in err
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_printable_leaves_nothing_a_terminal_acts_on_and_keeps_the_rest(text: str) -> None:
@@ -159,3 +181,33 @@ def test_a_reader_gone_mid_command_costs_the_recording_nothing(tmp_path: Path) -
                 load_plugins=lambda warn: [])
     assert (code, err.getvalue()) == (0, "")
     assert load_recording(path).ending is not None
+
+
+def _with_stdout(stdout: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`cafe ARGV` run by a shell whose redirection `stdout` (`>&-`, `>/dev/full`) sets its stdout."""
+    environ = {key: value for key, value in os.environ.items()
+               if not key.startswith(("OTEL_", "CAFE_", "COURSE_"))}
+    environ["PYTHONPATH"] = str(ROOT)
+    words = " ".join(f"'{word}'" for word in [sys.executable, "-m", "cafe", *argv])
+    return subprocess.run(["sh", "-c", f"exec {words} {stdout}"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=environ, cwd=cwd, timeout=120, check=False)
+
+
+def test_a_stdout_closed_before_the_command_starts_is_a_reader_gone(tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    done = _with_stdout(">&-", "shift", "--seed", "1", "--record", str(path), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")  # no traceback, no internal error
+    assert load_recording(path).ending is not None
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line_and_exit_38_and_costs_the_recording_nothing(
+        tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    done = _with_stdout(">/dev/full", "shift", "--seed", "1", "--record", str(path), cwd=tmp_path)
+    assert done.returncode == 38, done.stderr
+    assert done.stderr == "cafe: error: <stdout>: cannot write the output (ENOSPC)\n"
+    assert load_recording(path).ending is not None
+    # A command's own error keeps its code and its line.
+    done = _with_stdout(">/dev/full", "replay", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert done.returncode == 31 and done.stderr.count("\n") == 1 and "no such recording" in done.stderr

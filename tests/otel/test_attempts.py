@@ -282,6 +282,29 @@ def test_grpc_unavailable_from_a_connection_lost_mid_call_is_unknown():
     assert log.snapshot().last == AttemptEnd(Delivery.UNKNOWN, "UNAVAILABLE")
 
 
+@pytest.mark.parametrize("status", ["UNAUTHENTICATED", "PERMISSION_DENIED", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"])
+def test_a_grpc_receivers_refusal_is_not_delivered(status):
+    # A status only an answer gives: the receiver did not take the request, so an export that
+    # ends in it is lost, never unconfirmed.
+    class Refusing(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):
+            context.abort(grpc.StatusCode[status], "refused")
+
+    log = AttemptLog()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Refusing(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        stub, channel = _stub(port, log)
+        with channel, pytest.raises(grpc.RpcError):
+            stub.Export(trace_service_pb2.ExportTraceServiceRequest(), timeout=WAIT)
+    finally:
+        server.stop(0)
+    assert log.snapshot().last == AttemptEnd(Delivery.NOT_DELIVERED, status)
+    assert log.snapshot().in_flight() is InFlight.DROPPED
+
+
 def test_a_grpc_failure_that_is_not_a_call_is_unknown():
     assert grpc_failure(RuntimeError("boom")) == AttemptEnd(Delivery.UNKNOWN, "RuntimeError")
 

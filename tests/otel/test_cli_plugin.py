@@ -251,6 +251,23 @@ def test_the_report_names_a_receivers_failure_by_its_kind_never_its_text(tmp_pat
     assert "(exporter: HTTP 500)" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("endpoint", [
+    "http://127.0.0.1:{port}/" + RECEIVER_SECRET + "/v1/traces",  # a receiver that takes its key in the path
+    "http://127.0.0.1:{port}/v1/deploy_" + RECEIVER_SECRET,
+])
+def test_the_report_never_shows_a_key_in_the_endpoints_path(tmp_path, endpoint):
+    from cafe.urls import shown_url
+    from tests.local_http import serving
+
+    with serving(_answering(500)) as port:
+        url = endpoint.format(port=port)
+        code, out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf", "--otlp", url])
+    assert code == TelemetryExportFailed.exit_code
+    assert RECEIVER_SECRET[8:] not in out + err and "[REDACTED]" in err and err.count("\n") == 1
+    host = shown_url(f"https://{RECEIVER_SECRET}.ingest.example:4318/v1/traces")
+    assert RECEIVER_SECRET[8:].lower() not in host.lower() and host.endswith(".ingest.example:4318/v1/traces")
+
+
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_a_redirect_is_not_delivered(tmp_path, status):
     from tests.local_http import serving
@@ -310,6 +327,49 @@ def test_an_export_still_in_flight_at_the_bound_is_unconfirmed_never_dropped(tmp
     assert "0 spans exported, 0 dropped, 11 unconfirmed" in err
 
 
+def test_an_export_its_receiver_took_and_never_answered_in_time_is_unconfirmed(tmp_path):
+    from tests.local_http import serving
+
+    release = threading.Event()
+    received = threading.Event()
+
+    class Holding(_answering(200)):  # type: ignore[misc]
+        def do_POST(self) -> None:
+            self.read_body()  # the whole request: a receiver may store it now
+            received.set()
+            release.wait(10)
+
+    # The exporter's own timeout ends the export (FAILURE, after a ReadTimeout), well within
+    # the command's wait: what the receiver did with the spans is still unknown.
+    with serving(Holding) as port:
+        try:
+            code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
+                                    "--timeout", "5", "--otlp", f"http://127.0.0.1:{port}"],
+                                   {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
+        finally:
+            release.set()
+    assert received.is_set()
+    assert code == TelemetryExportFailed.exit_code
+    assert "11 of 11 spans were not confirmed delivered (11 unconfirmed" in err, err
+    assert "0 spans exported, 0 dropped, 11 unconfirmed" in err and "(ReadTimeout)" in err
+
+
+def test_replay_show_with_otlp_draws_and_exports_the_recorded_timings(receiver, tmp_path):
+    from cafe.recording import load_recording
+    from cafe.trace.render import format_seconds
+
+    path = _recorded(tmp_path)
+    recording = load_recording(path)
+    code, out, err = _cli(["replay", path, "--show", "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
+    assert code == 0, err
+    drawn = [line.split("[generation]")[1].split()[0] for line in out.splitlines() if "[generation]" in line]
+    assert drawn == [format_seconds(call.timing.duration_ns / 1e9) for call in recording.calls]
+    chats = sorted((span for span in receiver.spans() if span.name.startswith("chat ")),
+                   key=lambda span: span.start_time_unix_nano)
+    assert [(span.start_time_unix_nano, span.end_time_unix_nano - span.start_time_unix_nano) for span in chats] == [
+        (call.timing.start_unix_nano, call.timing.duration_ns) for call in recording.calls]
+
+
 def test_no_trace_link_when_no_span_was_delivered(tmp_path):
     from tests.local_http import serving
 
@@ -367,6 +427,23 @@ def test_a_bare_otlp_never_swallows_the_recording_path(receiver, tmp_path, argv)
     assert code == 0, err
     assert f"replayed 3 call(s) from {path}" in out
     assert "telemetry: 11 spans exported, 0 dropped" in err and receiver.spans()
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--otlp", "{endpoint}", "{path}"],
+    ["replay", "{path}", "--otlp", "{endpoint}"],
+    ["export", "--otlp", "{endpoint}", "{path}"],
+])
+def test_an_endpoint_without_its_scheme_after_a_bare_otlp_is_the_endpoint(receiver, tmp_path, argv):
+    path = tmp_path / "shift.jsonl"
+    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+                      decisions=SEED_DECISIONS, seed=3)
+    endpoint = receiver.url.removeprefix("http://")  # 127.0.0.1:PORT, as --otlp=127.0.0.1:PORT takes it
+    filled = [word.format(path=path, endpoint=endpoint) for word in argv]
+    code, _out, err = _cli(filled, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}",
+                                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    assert code == 0, err
+    assert len(receiver.spans()) == 11  # sent to the word after --otlp, not to the environment's
 
 
 def test_a_bare_otlp_on_export_takes_the_endpoint_from_the_environment(receiver, tmp_path):

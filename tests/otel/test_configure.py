@@ -301,6 +301,78 @@ def test_one_builder_hands_each_signal_its_own_settings(signal, protocol):
                                                                         "preferred_aggregation": {}}))
 
 
+# What the process environment holds and the resolved settings leave out: another signal's
+# credential, one outside the environ handed in, one that explicit headers replace.
+PROCESS_HEADERS = {"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20process-general-credential",
+                   "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-process-traces=1",
+                   "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "x-process-metrics=1"}
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("signal", ["traces", "metrics"])
+@pytest.mark.parametrize(("handed", "explicit", "expected"), [
+    ({}, None, {}),
+    ({"OTEL_EXPORTER_OTLP_HEADERS": "x-team=cafe"}, None, {"x-team": "cafe"}),
+    ({"OTEL_EXPORTER_OTLP_HEADERS": "x-team=cafe"}, {"x-api-key": "explicit"}, {"x-api-key": "explicit"}),
+    ({}, {}, {}),  # explicit: no headers at all
+])
+def test_an_exporter_sends_the_resolved_headers_and_none_from_the_process_environment(
+        signal, protocol, handed, explicit, expected, monkeypatch):
+    from cafe_otel._config.signal import OTLPOptions, resolve_signal
+    from cafe_otel._export.otlp import build_exporter
+
+    for name, value in PROCESS_HEADERS.items():
+        monkeypatch.setenv(name, value)
+    environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+               **handed}
+    config = resolve_signal(signal, environ, OTLPOptions(headers=explicit))
+    assert config.headers == expected
+    preferences = {} if signal == "traces" else {"preferred_temporality": {}, "preferred_aggregation": {}}
+    exporter = build_exporter(signal, config, **preferences)
+    try:
+        sent = dict(exporter._headers) if protocol == "grpc" else {  # type: ignore[attr-defined]
+            name.lower(): value for name, value in exporter._client._headers.items()  # type: ignore[attr-defined]
+            if name.lower() not in ("content-type", "user-agent")}
+        assert sent == expected
+    finally:
+        exporter.shutdown()
+
+
+def test_a_shift_sends_each_receiver_its_own_headers_and_no_process_credential(monkeypatch):
+    """Over the wire: a traces-only credential goes to the traces receiver alone, the
+    metrics receiver gets the metrics' own header, and a credential that only the process
+    environment holds (configure() was handed its own environ) goes to neither."""
+    from tests.local_http import QuietHandler, serving
+
+    received: list[tuple[str, dict[str, str]]] = []
+
+    class Receiver(QuietHandler):
+        def do_POST(self) -> None:
+            self.read_body()
+            received.append((self.path, {name.lower(): value for name, value in self.headers.items()}))
+            self.answer(200, b"", "application/x-protobuf")
+
+    for name, value in PROCESS_HEADERS.items():
+        monkeypatch.setenv(name, value)
+    with serving(Receiver) as traces_port, serving(Receiver) as metrics_port:
+        environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                   "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{traces_port}/v1/traces",
+                   "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer%20traces-only-credential",
+                   "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"http://127.0.0.1:{metrics_port}/v1/metrics",
+                   "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "x-metrics-team=cafe"}
+        handle = configure(environ=environ, set_global=False, batch=BatchOptions(shutdown_timeout=5.0))
+        seed_shift(handle.tracer())
+        handle.shutdown(5.0)
+    by_path = {path: headers for path, headers in received}
+    assert set(by_path) == {"/v1/traces", "/v1/metrics"}
+    assert by_path["/v1/traces"]["authorization"] == "Bearer traces-only-credential"
+    assert by_path["/v1/metrics"]["x-metrics-team"] == "cafe"
+    assert "authorization" not in by_path["/v1/metrics"]
+    for headers in by_path.values():
+        assert not {"x-process-traces", "x-process-metrics"} & set(headers)
+        assert "process-general-credential" not in str(headers)
+
+
 def test_one_resolver_reads_every_per_signal_variable_for_each_signal():
     from cafe_otel._config.signal import resolve_signal
 

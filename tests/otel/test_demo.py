@@ -87,6 +87,10 @@ def test_without_keep_the_demo_leaves_nothing_behind(tmp_path, monkeypatch):
     code, out, _ = _demo()
     assert code == 0 and "keep it with --keep DIR" in out
     assert list(tmp_path.iterdir()) == []
+    # Nothing was kept, so the next commands name the recording `--keep DIR` would keep.
+    commands = [line.split("  # ")[0].strip() for line in _section(out, "== next ==", None).splitlines() if line]
+    assert commands[0] == "cafe demo --keep DIR"
+    assert all(f"DIR/{'shift.jsonl'}" in command for command in commands[1:4]), commands
 
 
 def test_keep_never_overwrites_an_earlier_demo(tmp_path):

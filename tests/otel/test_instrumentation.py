@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 import cafe.wire as wire
-from cafe_otel import MetricsOptions, configure, encode
+from cafe_otel import AdvancedOptions, MetricsOptions, configure, encode, instrumentation, invoke_agent
 from cafe_otel import semconv as sc
 from cafe_otel._configure import TelemetryHandle
 from cafe_otel._metrics.listener import DURATION_BUCKETS
@@ -297,3 +305,166 @@ def test_other_requests_are_not_chat_spans(server: OpenAIServer) -> None:
         with pytest.raises(openai.APIStatusError):  # the test server has no GET routes
             _client(server).models.list()
         assert pipeline.finished() == []
+
+
+# --- where the spans are built -------------------------------------------------------------
+class _Threads(SpanProcessor):
+    """Notes the thread each span ended on."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[str, str]] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append((span.name, threading.current_thread().name))
+
+
+def _no_builder_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder's thread never starts: what it would build is built only by a drain."""
+    monkeypatch.setattr(instrumentation.CallBuilder, "_start", lambda self: None)
+
+
+def test_under_another_provider_the_span_is_there_when_the_call_returns(server: OpenAIServer) -> None:
+    spans = InMemorySpanExporter()
+    threads = _Threads()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(threads)
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    instrumentor = OpenAIWireInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, meter_provider=NoOpMeterProvider())
+    try:
+        _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        (span,) = spans.get_finished_spans()  # no flush: built and ended before the call returned
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    assert span.name == "chat gpt-test" and _attrs(span)[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+    assert threads.ended == [("chat gpt-test", threading.current_thread().name)]
+
+
+def test_under_our_pipeline_each_call_is_built_once_on_the_builder_thread(server: OpenAIServer) -> None:
+    threads = _Threads()
+    with Pipeline(advanced=AdvancedOptions(extra_processors=(threads,))) as pipeline:
+        client = _client(server)
+        for number in range(3):
+            client.chat.completions.create(model=f"m{number}", messages=MESSAGES)  # type: ignore[arg-type]
+            for _chunk in client.chat.completions.create(model=f"s{number}", messages=MESSAGES,  # type: ignore[arg-type]
+                                                         stream=True):
+                pass
+        names = sorted(span.name for span in pipeline.finished())
+        pipeline.handle.force_flush(2.0)  # a second drain builds nothing again
+        assert sorted(span.name for span in pipeline.spans.get_finished_spans()) == names
+    assert names == sorted([f"chat m{n}" for n in range(3)] + [f"chat s{n}" for n in range(3)])
+    assert {thread for _, thread in threads.ended} == {"cafe-otel-call-builder"}
+    (duration,) = {tuple(p.attributes.items()): p for p in pipeline.metrics.points(
+        sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION) if dict(p.attributes)[sc.GEN_AI_REQUEST_MODEL] == "m0"}.values()
+    assert duration.count == 1
+    assert sum(p.count for p in pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)) == 6
+
+
+def test_force_flush_and_shutdown_drain_the_builder_first(server: OpenAIServer,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_builder_thread(monkeypatch)
+    with Pipeline() as pipeline:
+        _client(server).chat.completions.create(model="flushed", messages=MESSAGES)  # type: ignore[arg-type]
+        assert [span.name for span in pipeline.finished()] == ["chat flushed"]
+        _client(server).chat.completions.create(model="at-shutdown", messages=MESSAGES)  # type: ignore[arg-type]
+    assert [span.name for span in pipeline.spans.get_finished_spans()] == ["chat flushed", "chat at-shutdown"]
+    assert sum(p.count for p in pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)) == 2
+    assert pipeline.handle.account.dropped == 0
+
+
+def test_every_metrics_collection_drains_the_builder_first(server: OpenAIServer,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_builder_thread(monkeypatch)
+    with Pipeline() as pipeline:
+        _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES, max_tokens=3)  # type: ignore[arg-type]
+        meters = pipeline.handle.meter_provider
+        assert meters is not None
+        meters.force_flush()  # the reader's collection, not the handle's flush
+        (duration,) = pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+        assert duration.count == 1
+
+
+def test_a_call_under_an_agent_span_adds_its_totals_before_the_agent_span_ends(
+        server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_builder_thread(monkeypatch)  # a call handed to the builder would miss the agent span's end
+    with Pipeline() as pipeline:
+        with invoke_agent("support_bot", tracer_provider=pipeline.handle.provider):
+            _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES, max_tokens=3)  # type: ignore[arg-type]
+        spans = {span.name: span for span in pipeline.finished()}
+    assert set(spans) == {"invoke_agent support_bot", "chat gpt-test"}
+    agent = _attrs(spans["invoke_agent support_bot"])
+    assert (agent[sc.GEN_AI_USAGE_INPUT_TOKENS], agent[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (11, 3)
+
+
+def test_the_key_is_noted_on_the_calling_thread_before_the_call_returns(
+        server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_builder_thread(monkeypatch)
+    noted: list[tuple[str, ...]] = []
+    pipeline = Pipeline()
+    keep = pipeline.handle.add_secrets
+    monkeypatch.setattr(pipeline.handle, "add_secrets", lambda secrets: (noted.append(tuple(secrets)), keep(secrets)))
+    with pipeline:
+        _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        assert noted == [(KEY,)]  # nothing of the call is built yet, and the key is known
+        spans = pipeline.finished()
+    assert KEY.encode() not in encode(spans)
+
+
+def test_the_process_exit_drains_the_builder_before_the_providers_shut_down(tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(textwrap.dedent('''
+        import httpx2
+        from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+        from cafe_otel import configure, instrumentation
+
+        class Printing(SpanExporter):
+            def export(self, spans):
+                for span in spans:
+                    print("exported", span.name, flush=True)
+                return SpanExportResult.SUCCESS
+
+        instrumentation.CallBuilder._start = lambda self: None  # only the exit's drain builds
+        handle = configure(exporter=Printing(), environ={}, set_global=False, metrics=False)
+        instrumentation.OpenAIWireInstrumentor().instrument(telemetry=handle)
+        answer = {"id": "chatcmpl-1", "model": "gpt-test", "choices": [], "usage": None}
+        client = httpx2.Client(transport=httpx2.MockTransport(lambda request: httpx2.Response(200, json=answer)))
+        client.post("http://127.0.0.1:9/v1/chat/completions", json={"model": "gpt-test", "messages": []})
+        print("returned", flush=True)
+    '''), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["returned", "exported chat gpt-test"]
+
+
+class _Call:
+    def __init__(self, built: list[tuple[int, str]], number: int, gate: threading.Event | None = None) -> None:
+        self.built, self.number, self.gate = built, number, gate
+
+    def build(self) -> None:
+        if self.gate is not None:
+            self.gate.wait(30)
+        self.built.append((self.number, threading.current_thread().name))
+
+
+def test_a_full_builder_builds_on_the_caller_and_a_drain_builds_what_waits_exactly_once() -> None:
+    built: list[tuple[int, str]] = []
+    gate = threading.Event()
+    builder = instrumentation.CallBuilder(limit=1)
+    try:
+        builder.submit(_Call(built, 0, gate))  # holds the builder's thread once it takes it
+        for number in range(1, 4):
+            builder.submit(_Call(built, number))
+        here = threading.current_thread().name
+        # One call waits at most (the limit): the others are built by their caller, not dropped.
+        assert len([number for number, thread in built if thread == here]) >= 2
+        assert builder.drain(timeout=0.01) is False  # the thread is still held: what waits is built here
+        gate.set()
+        assert builder.drain(timeout=30) is True
+    finally:
+        gate.set()
+        builder.close()
+    assert sorted(number for number, _ in built) == [0, 1, 2, 3]
+    builder.submit(_Call(built, 4))  # after close: built by its caller
+    assert built[-1] == (4, threading.current_thread().name)

@@ -124,3 +124,19 @@ def test_with_content_on_every_delta_is_decoded_into_the_answer(monkeypatch: pyt
     assert counting.calls >= WORDS + 1
     output = json.loads(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
     assert "w0 w1 " in json.dumps(output)
+
+
+@pytest.mark.parametrize("content", ["NO_CONTENT", "SPAN_ONLY"])
+def test_a_stream_too_long_to_hold_is_read_as_it_comes_with_the_same_span(
+        content: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pieces = [*_words(12), _event(_chunk([_delta(0, "", "stop")], usage=None)),
+              _event(_chunk([], usage={"prompt_tokens": 3, "completion_tokens": 12})), b"data: [DONE]\n\n"]
+    held, _ = _stream(pieces, content=content)
+    monkeypatch.setattr(instrumentation, "MAX_HELD_BYTES", 100)  # past the third piece: read as they come
+    read, metrics = _stream(pieces, content=content)
+    timed = sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK  # a reading of the clock: present in both
+    assert read.pop(timed) >= 0 and held.pop(timed) >= 0
+    assert read == held
+    assert read[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",) and read[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    (per_chunk,) = metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK)
+    assert per_chunk.count == 13  # 14 events with data: 13 gaps, none lost at the switch

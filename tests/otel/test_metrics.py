@@ -176,3 +176,51 @@ def test_every_metric_attribute_is_a_declared_one():
     keys = {key for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
             for metric in sm.metrics for point in metric.data.data_points for key in point.attributes}
     assert keys and keys <= sc.METRIC_ATTRIBUTES
+
+
+def test_calls_recorded_from_several_threads_while_collected_all_add_up():
+    """The wire instrumentor records from the handle's builder thread while café shifts
+    record from theirs and the reader collects: no record is lost or counted twice."""
+    import threading
+
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    from cafe_otel._metrics.aggregation import InProcessMetrics
+    from cafe_otel._metrics.listener import ChatCall, our_scope
+
+    ours = InProcessMetrics(our_scope())
+    listener = MetricsListener(ours)
+    per_thread, threads = 300, 4
+
+    def record(model: str) -> None:
+        for _ in range(per_thread):
+            listener.record_call(ChatCall(provider="openai", request_model=model, response_model=model,
+                                          server_address="127.0.0.1", server_port=9, error_type=None,
+                                          duration_s=0.05, input_tokens=2, output_tokens=1))
+
+    def delta(_kind: str) -> AggregationTemporality:
+        return AggregationTemporality.DELTA
+
+    collected: list[int] = []
+
+    def collect_once() -> None:
+        for metric in ours.collect(delta):
+            if metric.name == sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION:
+                collected.extend(point.count for point in metric.data.data_points)
+
+    def collect(until: threading.Event) -> None:
+        while not until.is_set():
+            collect_once()
+
+    done = threading.Event()
+    collector = threading.Thread(target=collect, args=(done,))
+    collector.start()
+    workers = [threading.Thread(target=record, args=(f"m{n % 2}",)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.set()
+    collector.join()
+    collect_once()  # what the last collection during the run left
+    assert sum(collected) == per_thread * threads

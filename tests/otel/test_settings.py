@@ -270,16 +270,19 @@ def test_a_limit_the_sdk_reads_on_import_stops_the_command_with_its_name(tmp_pat
                            "from 0 to 2147483647 in ASCII digits, or unset (the value given is not shown)\n")
 
 
-@pytest.mark.parametrize(("variable", "value", "accepted"), [
-    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sk-not-a-temporality", "cumulative, delta or lowmemory"),
-    ("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "exponential",
+@pytest.mark.parametrize(("variable", "value", "shown", "accepted"), [
+    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sometimes", "sometimes", "cumulative, delta or lowmemory"),
+    # A value spelt like a key (a secret pasted into the wrong variable) is never echoed.
+    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sk-not-a-temporality", "[REDACTED]",
+     "cumulative, delta or lowmemory"),
+    ("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "exponential", "exponential",
      "explicit_bucket_histogram or base2_exponential_bucket_histogram"),
 ])
 def test_a_metrics_choice_the_sdk_would_only_warn_about_is_exit_20(
-    variable: str, value: str, accepted: str, capfd: pytest.CaptureFixture[str]
+    variable: str, value: str, shown: str, accepted: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = _cli(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"], {variable: value})
-    assert code == 20 and err == f"cafe: error: {variable}: {value!r} is not {accepted}\n"
+    assert code == 20 and err == f"cafe: error: {variable}: {shown!r} is not {accepted}\n"
     assert capfd.readouterr().err == ""  # no warning of the SDK's own on the real stderr
 
 

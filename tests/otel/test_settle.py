@@ -108,7 +108,7 @@ def _span_counts(behaves: _Behaves, *, log: AttemptLog | None = None, bound: flo
     provider.add_span_processor(processor)
     for number in range(ITEMS):
         provider.get_tracer("test").start_span(f"span {number}").end()
-    if log is not None:  # held in flight: shutdown's bound judges it
+    if log is not None and behaves.behaviour == "hang":  # held in flight: shutdown's bound judges it
         assert behaves.holding.wait(WAIT)
     processor.shutdown(bound)
     behaves.release.set()
@@ -121,7 +121,7 @@ def _metric_counts(behaves: _Behaves, *, log: AttemptLog | None = None, timeout:
     account.enable_metrics()
     exporter = FailSoftMetricExporter(_Metrics(behaves), account=account, export_timeout=timeout, attempts=log,
                                       **answers)
-    if log is not None:  # shutdown's deadline runs out while the export is held
+    if log is not None and behaves.behaviour == "hang":  # shutdown's deadline runs out while it is held
         exporter.close_by(time.monotonic() + 0.1)
     exporter.export(_points())
     behaves.release.set()
@@ -163,6 +163,22 @@ def test_an_export_held_at_shutdowns_bound_is_judged_alike_for_both_signals(ends
         log = AttemptLog()
         log.attach()
         assert settle(log, _Behaves("hang", log, ends, outstanding)) == counts
+
+
+@pytest.mark.parametrize(("behaviour", "ends", "counts"), [
+    ("failure", (UNKNOWN,), (0, {}, ITEMS)),  # the request went out, its answer never came
+    ("raise", (UNKNOWN, REFUSED), (0, {}, ITEMS)),  # a retry failed; the first may have arrived
+    ("failure", (OK, REFUSED), (0, {}, ITEMS)),  # part of it was delivered
+    ("failure", (REFUSED, REFUSED), (0, {"failure": ITEMS}, 0)),  # nothing reached a receiver
+    ("raise", (), (0, {"RuntimeError": ITEMS}, 0)),  # no attempt at all
+])
+def test_a_failed_export_whose_delivery_its_attempts_leave_unknown_is_unconfirmed(behaviour, ends, counts):
+    # The exporter's own verdict, FAILURE after its timeout, says nothing of what a receiver
+    # stored: its attempts at the transport do.
+    for settle in (_span_counts, _metric_counts):
+        log = AttemptLog()
+        log.attach()
+        assert settle(_Behaves(behaviour, log, ends), log=log, timeout=WAIT) == counts
 
 
 def test_a_metric_export_after_shutdown_is_not_attempted_and_is_counted():

@@ -4,11 +4,14 @@ private to its owner, and stack.json replaced whole."""
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
-from tests.otelstack.helpers import fake_program, one_error_line, record, stack, write_state
+from tests.otelstack.helpers import REPO, fake_program, one_error_line, record, stack, write_state
 
 BOOT = "00000000-0000-4000-8000-000000000000"
 GOOD = {"pid": 4242, "start_time": 1, "boot_id": BOOT, "executable": "/bin/sleep", "cmdline": ["sleep"]}
@@ -158,3 +161,72 @@ def test_stack_json_is_replaced_whole_and_private(tmp_path, sleepers) -> None:
     assert sorted(p.name for p in (tmp_path / ".stack").iterdir()) == ["stack.json"]
     assert isinstance(json.loads(old.read_text())["processes"]["jaeger"]["pid"], int)
 
+
+
+@pytest.mark.parametrize("command", ["down", "up"])
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o703], ids=["sticky", "everyone", "others-write"])
+def test_a_stack_directory_others_can_write_is_refused_and_left_as_it_is(tmp_path, command, mode) -> None:
+    """A shared directory (/tmp, say) is neither used nor made private: others could swap what
+    otelstack keeps there, and everyone else would lose the directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+
+    result = stack(command, shared, CAFE_OTELCOL_BIN="/nonexistent", CAFE_JAEGER_BIN="/nonexistent")
+
+    assert result.returncode == 60, (result.returncode, result.stdout, result.stderr)
+    assert f"{shared} is writable by other users (mode {mode:o})" in one_error_line(result)
+    assert stat.S_IMODE(shared.stat().st_mode) == mode and list(shared.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["down", "up"])
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_stack_directory_is_a_usage_error_and_changes_nothing(tmp_path, command, value) -> None:
+    """An empty --dir would be the working directory: `down` would make it private, `up` fill it."""
+    here = tmp_path / "here"
+    here.mkdir()
+    here.chmod(0o755)
+
+    result = subprocess.run([sys.executable, "-m", "otelstack", command, "--dir", value], cwd=here,
+                            capture_output=True, text=True, timeout=60, check=False, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "CAFE_OTELCOL_BIN": "/nonexistent",
+                                 "CAFE_JAEGER_BIN": "/nonexistent"})
+
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "argument --dir: needs a directory (an empty one names none)" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert stat.S_IMODE(here.stat().st_mode) == 0o755 and list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["down", "up"])
+def test_a_stack_directory_under_a_file_is_named_as_such(tmp_path, command) -> None:
+    (tmp_path / "notes").write_text("mine")
+
+    result = stack(command, tmp_path / "notes" / ".stack", CAFE_OTELCOL_BIN="/nonexistent",
+                   CAFE_JAEGER_BIN="/nonexistent")
+
+    assert result.returncode == 60, (result.returncode, result.stdout, result.stderr)
+    assert f"{tmp_path / 'notes'} is not a directory" in one_error_line(result)
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
+def test_a_subdirectory_of_another_user_is_refused(tmp_path) -> None:
+    from otelstack.errors import StackDirectoryUnusable
+    from otelstack.state import StackDirectory
+
+    directory = tmp_path / ".stack"
+    directory.mkdir(mode=0o700)
+    (directory / "queue").mkdir(mode=0o777)
+    (directory / "queue").chmod(0o777)
+    if os.geteuid() == 0:
+        os.chown(directory / "queue", 65534, 65534)
+    else:
+        pytest.skip("only root can give a directory to another user")
+
+    with StackDirectory.open(directory, create=False) as stack_directory:  # type: ignore[union-attr]
+        with pytest.raises(StackDirectoryUnusable, match=r"queue belongs to another user"):
+            stack_directory.subdirectory("queue")
+        (directory / "jaeger").mkdir(mode=0o755)
+        (directory / "jaeger").chmod(0o755)
+        assert stack_directory.subdirectory("jaeger") == directory / "jaeger"
+    assert stat.S_IMODE((directory / "jaeger").stat().st_mode) == 0o700

@@ -124,3 +124,26 @@ def test_up_then_down_with_programs_that_serve_their_ports(directory, fakes_dir,
                                             "stack down (2 process(es) stopped)"]
     assert all(gone(pid, starts[name], timeout=1) for name, pid in pids.items())
     assert not (directory / "stack.json").exists()
+
+
+def test_up_records_a_command_line_down_can_match_when_proc_shows_it_late(directory, fakes_dir, ports,
+                                                                          monkeypatch) -> None:
+    # Right after its exec a program's /proc command line can read empty while the kernel maps it.
+    import dataclasses
+
+    from otelstack import local
+
+    real, early = local.identify, {"reads": 0}
+
+    def identify_mid_exec(pid: int):
+        found = real(pid)
+        early["reads"] += 1
+        return dataclasses.replace(found, cmdline=()) if found is not None and early["reads"] <= 3 else found
+
+    monkeypatch.setattr(local, "identify", identify_mid_exec)
+    assert up(directory, environ=_environ(fakes_dir), ports=ports, timeout=60, out=io.StringIO()) == 0
+    recorded = json.loads((directory / "stack.json").read_text())["processes"]
+    assert all(record["cmdline"] for record in recorded.values())
+    said = io.StringIO()
+    assert down(directory, out=said) == 0
+    assert said.getvalue().splitlines()[-1] == "stack down (2 process(es) stopped)"

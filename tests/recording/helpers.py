@@ -90,3 +90,20 @@ def identical(a: Any, b: Any) -> bool:
     if isinstance(a, float):
         return (a == b and math.copysign(1, a) == math.copysign(1, b)) or (a != a and b != b)
     return bool(a == b)
+
+
+# Sets a file-size limit (and ignores SIGXFSZ, so a write past it fails with EFBIG) in a
+# fresh interpreter that then becomes the command. A `preexec_fn` would run Python in the
+# forked child of a threaded pytest, where an at-fork hook can wait forever on a lock that
+# another thread held at the fork.
+_LIMIT_THEN_EXEC = (
+    "import os, resource, signal, sys; "
+    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+    "limit = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def size_limited(limit_bytes: int, argv: list[str]) -> list[str]:
+    """`argv` run under a file-size limit of `limit_bytes`; its first item is an absolute path."""
+    return [argv[0], "-c", _LIMIT_THEN_EXEC, str(limit_bytes), *argv]

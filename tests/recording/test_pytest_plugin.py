@@ -251,6 +251,24 @@ def test_two_tests_on_one_recording_are_refused(pytester: pytest.Pytester):
                                      "in this session; two tests cannot share one*"])
 
 
+def test_two_marked_tests_that_build_their_own_clients_on_one_recording_are_refused(pytester: pytest.Pytester):
+    """The wire path (a marked test that asks for no fixture) claims its recording too: in mode
+    `all` the second would otherwise replace the first's, in `once` replay the first's."""
+    pytester.makepyfile(test_shared='''
+        import pytest
+
+        @pytest.mark.cafe_recording("shared.jsonl")
+        @pytest.mark.parametrize("line", ["A latte, please.", "A latte; please."])
+        def test_agent(line):
+            pass
+    ''')
+    for mode in ("once", "all"):
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--cafe-record-mode={mode}")
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines(["*shared.jsonl: this recording is already test_shared.py::test_agent[[]A latte, "
+                                     "please.[]]'s in this session; two tests cannot share one*"])
+
+
 # --- the marker --------------------------------------------------------------------------
 
 MARKED = '''
@@ -274,6 +292,10 @@ def test_marked(cafe_recording):
     ('"  "', "cafe_recording(path=...): needs a file path"),
     ("path=7", "cafe_recording(path=...): needs a file path"),
     ("paht='x.jsonl'", "no option 'paht'; it takes path, ignore, allow_truncated, allow_hosts, record_offline"),
+    # A flag is True or False: a string such as "no" must not switch it on.
+    ("record_offline='no'", "cafe_recording(record_offline=...): expected True or False, found str"),
+    ("record_offline=1", "cafe_recording(record_offline=...): expected True or False, found int"),
+    ("allow_truncated='false'", "cafe_recording(allow_truncated=...): expected True or False, found str"),
 ])
 def test_a_marker_option_that_cannot_be_used_is_refused(pytester: pytest.Pytester, marker, says):
     pytester.makepyfile(test_marked=MARKED.format(marker=marker))
@@ -480,6 +502,23 @@ def test_recording_with_an_unknown_mode_fails_in_one_line(pytester: pytest.Pytes
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(("ini", "says"), [
+    ("cafe_record_offline = maybe", "cafe_record_offline: expected true or false"),
+    ("cafe_record_offline =", "cafe_record_offline: expected true or false"),
+    ("cafe_record_mode = sometimes", "cafe_record_mode: unknown record mode 'sometimes'; use one of once, all, none"),
+])
+def test_a_setting_of_the_plugin_that_cannot_be_used_is_one_usage_line(pytester: pytest.Pytester, no_mode,
+                                                                        ini: str, says: str):
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(test_shift=DEFAULT_CLIENT.format(marker=""))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [f"ERROR: {says}" + errors[0][len(says) + 7:]] and len(errors) == 1, errors
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "recordings").exists()
+
+
 # --- no traceback --------------------------------------------------------------------------
 # The plugin never lets a traceback carry the recorded conversation: whatever goes wrong in
 # cafe's code during a recording test (a page that cannot be drawn, an error raised through
@@ -533,9 +572,13 @@ def test_order(cafe_recording):
 '''
 
 
-def _assert_one_clean_line(output: str) -> None:
+def _assert_nothing_recorded(output: str) -> None:
     assert CUSTOMER not in output and "Priya" not in output
     assert SECRET not in output and SECRET[8:] not in output
+
+
+def _assert_one_clean_line(output: str) -> None:
+    _assert_nothing_recorded(output)
     assert "Traceback" not in output and "def " not in output  # no frame is rendered
 
 
@@ -557,11 +600,9 @@ def broken_page(monkeypatch):
 """
 
 
-@pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
-@pytest.mark.parametrize("flag", ["-l", "--showlocals"])
-def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pytest.Pytester, flag: str,
-                                                                  broken: bool) -> None:
-    # A recorded key holding `[`, whose path the page highlights.
+def _failed_replay_with_a_report(pytester: pytest.Pytester, broken: bool, *flags: str) -> str:
+    """What pytest prints for a replay that fails on a recorded key holding `[` (whose path the
+    page highlights), with a report directory; `broken`: the page cannot be drawn."""
     pytester.makepyfile(test_orders=KEYED_MODULE.format(value="first", customer=CUSTOMER))
     pytester.runpytest().assert_outcomes(passed=1)
     pytester.makepyfile(test_orders=KEYED_MODULE.format(value="second", customer=CUSTOMER))
@@ -569,12 +610,29 @@ def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pyte
         pytester.makeconftest(BROKEN_PAGE)
     reports = pytester.path / "reports"
     reports.mkdir()
-    result = pytester.runpytest(flag, f"--cafe-report-dir={reports}")
+    result = pytester.runpytest(*flags, f"--cafe-report-dir={reports}")
     result.assert_outcomes(failed=1)
-    output = result.stdout.str() + result.stderr.str()
+    return result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
+@pytest.mark.parametrize("flag", ["-l", "--showlocals", "--tb=long"])
+def test_a_failed_replay_with_a_report_fails_the_test_in_one_line(pytester: pytest.Pytester, flag: str,
+                                                                  broken: bool) -> None:
+    output = _failed_replay_with_a_report(pytester, broken, flag)
     _assert_one_clean_line(output)
     assert "cafe: " in output and "call 1" in output
     assert ("no report: the page could not be drawn (ValueError)" in output) is broken
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["keyed", "broken page"])
+def test_a_full_trace_of_a_failed_replay_shows_pytests_frames_and_nothing_recorded(pytester: pytest.Pytester,
+                                                                                  broken: bool) -> None:
+    # --full-trace asks pytest for its own frames too: they are shown, with their locals, and
+    # none of them holds what the recording holds.
+    output = _failed_replay_with_a_report(pytester, broken, "--full-trace", "--showlocals")
+    _assert_nothing_recorded(output)
+    assert "cafe: " in output and "call 1" in output
 
 
 def test_an_error_raised_through_cafes_code_while_recording_fails_the_test_in_one_line(
@@ -641,3 +699,46 @@ def test_a_truncated_recording_fails_naming_the_marker_then_replays_with_it(pyte
 
     pytester.makepyfile(test_orders=TRUNCATED_MODULE.format(marker="@pytest.mark.cafe_recording(allow_truncated=True)"))
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+# --- where the report pages go -------------------------------------------------------------
+
+CHDIR_MODULE = '''
+import pytest
+from cafe.clients.canned import CannedClient
+
+LINE = {line!r}
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "Coming up."}}])
+
+
+def test_order(cafe_recording, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the test's own working directory is no place for the pages
+    cafe_recording.chat([{{"role": "user", "content": LINE}}])
+'''
+
+
+def test_a_relative_report_dir_is_where_pytest_was_started_whatever_the_test_does(pytester: pytest.Pytester):
+    pytester.makepyfile(test_orders=CHDIR_MODULE.format(line="A latte, please."))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.makepyfile(test_orders=CHDIR_MODULE.format(line="A mocha, please."))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--cafe-report-dir=reports",
+                                f"--basetemp={pytester.path / 'temporary'}")
+    result.assert_outcomes(failed=1)
+    named = Path(re.search(r"\(report: (\S+)\)", result.stdout.str()).group(1))
+    reports = pytester.path / "reports"
+    assert named.is_absolute() and named.parent == reports
+    assert [p.name for p in reports.iterdir()] == ["test_orders.test_order.html"]
+    assert list((pytester.path / "temporary").rglob("*.html")) == []
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_report_dir_is_one_usage_line(pytester: pytest.Pytester, value: str):
+    pytester.makepyfile(test_orders=CHDIR_MODULE.format(line="A latte, please."))
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--cafe-report-dir={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --cafe-report-dir: needs a directory (an empty one names none)*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -78,6 +78,21 @@ def test_legacy_request_response_lines_load_as_version_0(recorded: Path, tmp_pat
     assert code == 0, err
 
 
+
+def test_replays_of_two_recordings_without_an_id_get_two_ids_and_keep_each(tmp_path: Path):
+    def legacy(name: str, script: list[str]) -> Path:
+        path, plain = tmp_path / f"{name}.jsonl", tmp_path / f"{name}-plain.jsonl"
+        record_shift(ScriptedClient(), script, path, responder=make_responder([("approve", None)]))
+        plain.write_text("".join(json.dumps({"request": c.request, "response": c.response}) + "\n"
+                                 for c in load_recording(path).calls))  # another harness's file: no id
+        return plain
+
+    first, second = legacy("first", ["A latte, please.", "That's all."]), legacy("second", ["A mocha, please."])
+    ids = [replay_shift(path)[0].conversation_id for path in (first, first, second)]
+    assert ids[0] == ids[1]  # one recording replays under one id, so its replays stay byte-identical
+    assert ids[0] != ids[2]  # two recordings are not merged into one session by a backend
+    assert all(i.startswith("shift-") and "latte" not in i.lower() for i in ids)
+
 def test_a_changed_prompt_is_a_mismatch_naming_call_and_path(recorded: Path):
     changed = ["A latte and a blueberry muffin, please.", SCRIPT[1]]
     with pytest.raises(ReplayMismatch) as caught:

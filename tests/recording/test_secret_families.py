@@ -18,6 +18,7 @@ from tests.recording.helpers import run_cli
 
 # Built from pieces, so that this file is not itself a set of keys to a scanner.
 _BODY = "Kq7" + "2Zx9Wm4Rt8Yp3Ln6Bv1Cs5Df0Gh2"  # 31 characters of a key's body
+_HEX = "9f86d081" + "884c7d659a2feaa0c55ad015"  # 32 hexadecimal digits
 FAMILIES = {
     "openai project": "sk-" + "proj-" + _BODY,
     "openai service account": "sk-" + "svcacct-" + _BODY,
@@ -41,11 +42,45 @@ FAMILIES = {
     "npm": "npm" + "_" + _BODY + "abcde",
     "pypi": "pypi" + "-AgEIcHlwaS5vcmc" + _BODY + _BODY,
     "jwt": "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0" + "." + _BODY,
+    "groq": "gsk" + "_" + _BODY + _BODY[:21],
+    "xai": "xai" + "-" + _BODY * 2 + _BODY[:18],
+    "perplexity": "pplx" + "-" + _BODY + _BODY[:17],
+    "replicate": "r8" + "_" + _BODY + "abcdef",
+    "hugging face org": "api" + "_org_" + _BODY + "abc",
+    "google oauth client secret": "GOCSPX" + "-" + _BODY[:28],
+    "google oauth access token": "ya29" + "." + _BODY + _BODY,
+    "azure ad client secret": "abc" + "8Q~" + _BODY[:31] + "Zx9",
+    "alibaba": "LTAI" + _BODY[:20],
+    "digitalocean": "dop" + "_v1_" + _HEX * 2,
+    "vault": "hvs" + "." + _BODY + "AbCdEf",
+    "terraform cloud": "abcdefgh123456" + ".atlasv1." + _BODY.lower() * 2,
+    "twilio": "SK" + _HEX,
+    "sendgrid": "SG" + "." + _BODY[:22] + "." + _BODY + _BODY[:12],
+    "mailgun": "key" + "-" + _HEX,
+    "brevo": "xkeysib" + "-" + _HEX * 2 + "-" + _BODY[:16],
+    "shopify": "shpat" + "_" + _HEX,
+    "stripe webhook": "whsec" + "_" + _BODY,
+    "databricks": "dapi" + _HEX,
+    "doppler": "dp" + ".pt." + _BODY + "abcdefghijkl",
+    "grafana cloud": "glc" + "_" + _BODY + "abcd",
+    "grafana service account": "glsa" + "_" + _BODY + "a" + "_" + _HEX[:8],
+    "linear": "lin" + "_api_" + _BODY + "abcdefghi",
+    "postman": "PMAK" + "-" + _HEX[:24] + "-" + _HEX + "ab",
+    "sentry": "sntrys" + "_" + _BODY + _BODY,
+    "new relic": "NRAK" + "-" + _BODY[:27],
+    "planetscale": "pscale" + "_tkn_" + _BODY + "abcd",
+    "pulumi": "pul" + "-" + _HEX + "abcdefab",
+    "1password": "ops" + "_eyJ" + _BODY * 4,
+    "square": "sq0atp" + "-" + _BODY[:22],
+    "age": "AGE-SECRET" + "-KEY-1" + ("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" * 2)[:58],
+    "dynatrace": "dt0c01" + "." + _BODY[:24] + "." + (_BODY * 3)[:64],
+    "atlassian": "ATATT3" + _BODY * 4,
+    "notion": "ntn" + "_" + "12345678901" + _BODY + "abcd",
 }
 # Where a key is glued in text: the issue's `deploy_sk-proj-...` and `token_ghp_...` among them.
 GLUED = ["{}", "deploy_{}", "token_{}", "build-{}", "prod.{}", "keys/{}", "key={}", "'{}'", '"{}"', "({})",
          "https://api.example.com/v1/items?key={}&page=2", "https://api.example.com/{}/items",
-         "first line\\n{}"]
+         "first line\\n{}", "https://api.example.com/search?q=%22{}%22", "key%3D{}"]
 # Assignments and headers whose value has no provider prefix: the name says it is a secret.
 ASSIGNED = "live-value-Zx93Wm47"
 ASSIGNMENTS = [
@@ -63,6 +98,18 @@ ASSIGNMENTS = [
     "curl -H 'Authorization: Basic bGl2ZS12YWx1ZS1aeDkzV200Nw=='",
     "send basic bGl2ZS12YWx1ZS1aeDkzV200Nw== to the till",
     f"https://admin:{ASSIGNED}@db.example.com/orders",
+    f"os.environ['OPENAI_API_KEY'] = '{ASSIGNED}'",
+    f'os.environ["ANTHROPIC_API_KEY"]="{ASSIGNED}"',
+    f"OPENAI_API_KEY := {ASSIGNED}",
+    f"api_key => '{ASSIGNED}'",
+    f"<api_key>{ASSIGNED}</api_key>",
+    f"https://api.example.com/v1?api_key%3D{ASSIGNED}",
+    f"agent --api-key {ASSIGNED} --model m",
+    f"deploy --github-token {ASSIGNED}",
+    f"psql --password {ASSIGNED}",
+    f"DefaultEndpointsProtocol=https;AccountName=cafe;AccountKey={ASSIGNED};",
+    f"Ocp-Apim-Subscription-Key: {ASSIGNED}",
+    f"https://cafe.blob.core.windows.net/orders?sv=2022-11-02&sig={ASSIGNED}%2Bab%3D",
     f"-----BEGIN OPENSSH PRIVATE KEY-----\n{ASSIGNED}\n-----END OPENSSH PRIVATE KEY-----",
     f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n{ASSIGNED}\n-----END PGP PRIVATE KEY BLOCK-----",
 ]
@@ -76,6 +123,9 @@ CAFE_TEXT = [
     "Asian fusion is on the ASIANFUSIONSPECIALS board; risk-assessment-done-today.",
     "Visit https://cafe.example.com/menu or write to ana@example.com.",
     '{"max_tokens": 200, "prompt_tokens": 12, "sort_key": "name", "cache_key": "order-42"}',
+    "A turkey-sandwich and the key-lime-pie, then msg.send to table 4; SKU 12, Sg. Pepper.",
+    "Run it with --model gpt-4o-mini --max-tokens 50 --verbose; the pass-through is fine.",
+    "Is the secret_menu on today? Password-free Wi-Fi, ask for the token-card at the till.",
 ]
 
 

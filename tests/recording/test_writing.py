@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 import os
-import resource
-import signal
 import stat
 import subprocess
 import sys
@@ -31,7 +29,7 @@ from cafe.recording import (
 )
 from cafe.recording import format as _format
 from cafe.recording.writer import partial_path
-from tests.recording.helpers import run_cli, snapshot, valid_bytes
+from tests.recording.helpers import run_cli, size_limited, snapshot, valid_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -241,19 +239,12 @@ def test_every_line_is_written_in_its_canonical_form(tmp_path: Path):
 RECORDING = ROOT / "tests" / "recordings" / "seed-shift.jsonl"
 
 
-def _limited(limit_bytes: int):
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
-    return apply
-
-
 def _cafe_limited(cwd: Path, limit_bytes: int, *argv: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("CAFE_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT", "COURSE_MODE"):
         environ.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "cafe", *argv], cwd=cwd, env=environ, capture_output=True,
-                          text=True, timeout=120, check=False, preexec_fn=_limited(limit_bytes))
+    return subprocess.run(size_limited(limit_bytes, [sys.executable, "-m", "cafe", *argv]), cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_a_recording_cut_by_a_full_disk_keeps_its_calls_and_says_where(tmp_path: Path) -> None:

@@ -7,8 +7,6 @@ import io
 import json
 import os
 import re
-import resource
-import signal
 import stat
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from cafe.clients.scripted import ScriptedClient
 from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.recording import ReplayError, Scrubber, load_recording
 from cafe.view import page_name, write_report_into
+from tests.recording.helpers import size_limited
 from tests.view.browser import read_png, visit
 from tests.view.test_view import rows_of
 
@@ -104,20 +103,14 @@ def test_a_key_spelt_like_a_path_is_highlighted_where_it_is(recording, tmp_path,
     assert f"first differ at <code>${html.escape(f'[{json.dumps(key)}]')}</code>" in page  # the key, escaped
 
 
-def _limited(limit_bytes: int):
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
-    return apply
-
-
 def test_a_report_that_cannot_be_written_leaves_the_mismatch_and_its_exit_code(recording, tmp_path):
     stale = _script(tmp_path, DEFAULT_SCRIPT[0], "Nothing more for me.")
     environ = {key: value for key, value in os.environ.items() if key != "CAFE_DEBUG"}
     done = subprocess.run(
-        [sys.executable, "-m", "cafe", "replay", str(recording), "--script", stale, "--report", "report.html"],
+        size_limited(4_000, [sys.executable, "-m", "cafe", "replay", str(recording), "--script", stale,
+                             "--report", "report.html"]),
         cwd=tmp_path, env={**environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
-        check=False, preexec_fn=_limited(4_000),  # the page is larger than this; the replay writes nothing
+        check=False,  # the page is larger than 4,000 bytes; the replay writes nothing
     )
     assert done.returncode == 41, done.stderr
     first, second = done.stderr.splitlines()

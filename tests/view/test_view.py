@@ -228,6 +228,28 @@ def test_every_calls_input_is_on_the_page(tmp_path, shape):
         assert re.findall(r"input of call (\d+): continues", text) == ["2"]
 
 
+def test_content_in_parts_and_a_refusal_are_shown_as_their_text(tmp_path):
+    parts = [{"type": "text", "text": "a latte, please"}, {"type": "image_url", "image_url": {"url": "x.png"}}]
+    price = [{"type": "text", "text": "3.20"}]
+    lines = [
+        {"request": {"messages": [{"role": "user", "content": parts}]},
+         "response": _reply({"role": "assistant", "content": None, "refusal": "I cannot take that order"})},
+        {"request": {"messages": [{"role": "user", "content": parts},
+                                  {"role": "assistant", "content": None, "refusal": "I cannot take that order"},
+                                  {"role": "tool", "tool_call_id": "c1", "content": price}]},
+         "response": _reply({"role": "assistant", "content": "answer"})},
+    ]
+    recording = tmp_path / "theirs.jsonl"
+    recording.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = tmp_path / "page.html"
+    assert _view(recording, page)[0] == 0
+    inputs = dict(re.findall(r'<details id="input-(\d+)">(.*?)</details>', page.read_text(), re.S))
+    assert "user: a latte, please\n" in inputs["1"]  # the text, not a list's repr
+    assert html.escape('{"type":"image_url","image_url":{"url":"x.png"}}') in inputs["1"]
+    assert "assistant (refusal): I cannot take that order" in inputs["1"]  # the reply that refused
+    assert "tool[c1]: 3.20" in inputs["2"]
+
+
 CHAT_BLUE, TOOL_GREEN, SHIFT_GREY = (37, 99, 235), (16, 185, 129), (107, 114, 128)
 MIN_BAR_PX = 6
 
