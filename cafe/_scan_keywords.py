@@ -243,14 +243,23 @@ def _before_last(text: bytes) -> bytes:
     return text[:max(len(text) - 1, 1)]
 
 
+# How much rarer than the others a text's last character must be to be its stop: a look-behind
+# of the whole text is then tried at each place the line holds it.
+_LAST_RARER = 10
+
+
 def _stops(texts: list[bytes], cased: bool) -> dict[int, list[tuple[bytes, int]]]:
     """Each text, with where its stop is, under its stop: a character it holds before its
-    last. Each text not yet holding a stop adds its rarest, the texts whose rarest is the
+    last (or its last, when that is far rarer: `.eyJ`'s `J` in a line as it is, where `.`
+    and `y` are common). Each text not yet holding a stop adds its rarest, the texts whose rarest is the
     commonest first (a rarer stop of a later text is then often not needed); a text is then
     looked for at the first of its characters that is a stop, so that as much of it as
     possible follows the stop as literals."""
     options = [_before_last(text) for text in texts]
     cheapest = [min(option, key=lambda c: (_frequency(c, cased), c)) for option in options]
+    for index, text in enumerate(texts):
+        if len(text) > 1 and _frequency(text[-1], cased) * _LAST_RARER < _frequency(cheapest[index], cased):
+            options[index], cheapest[index] = text, text[-1]
     stops: set[int] = set()
     for index in sorted(range(len(texts)), key=lambda i: (-_frequency(cheapest[i], cased), texts[i])):
         if not stops.intersection(options[index]):
