@@ -392,7 +392,14 @@ def searches(patterns: Iterable[str], *, keys: bool) -> Searches | None:
     if found is None:
         return None
     folded, cased = found
+    # A text with capitals that, lower-cased, holds a lower-case one is found by the folded
+    # search (`shpat_A` by `shpat_a`: the line is lower-cased there), and needs no search here.
+    cased = {text for text in cased if not _holds_any(text.lower(), folded)}
     return Searches(_search(folded, cased=False), _search(cased, cased=True) if cased else ())
+
+
+def _holds_any(text: bytes, texts: set[bytes]) -> bool:
+    return any(text[start:end] in texts for start in range(len(text)) for end in range(start + 1, len(text) + 1))
 
 
 TABLE = Path(__file__).with_name("_scan_table.py")

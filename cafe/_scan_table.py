@@ -108,7 +108,7 @@ CASED: tuple[tuple[bytes, bytes], ...] = (
      b'[\\x00-\\xff])|(?<=5Q[\\x00-\\xff])|(?<=6Q[\\x00-\\xff])|(?<=7Q[\\x00-\\xff])|(?<=8Q[\\x00-\\xff]'
      b')|(?<=9Q[\\x00-\\xff]))'),
     (b'J',
-     b'J(?<=\\.eyJ)'),
+     b'J(?:(?<=\\.eyJ)|(?<=ops_eyJ))'),
     (b'K',
      b'K[\\x30-\\x39\\x41-\\x46\\x61-\\x66](?<=SK[\\x00-\\xff])'),
     (b'G',
@@ -118,10 +118,6 @@ CASED: tuple[tuple[bytes, bytes], ...] = (
      b'\\-(?<=\\ PRIVATE\\ KEY\\ BLOCK\\-\\-\\-\\-[\\x00-\\xff])|\\-\\-\\-\\-\\-(?<=\\ PRIVATE\\ KEY\\-'
      b'\\-\\-\\-[\\x00-\\xff])))|JS\\-(?<=NRJS[\\x00-\\xff]))'),
     (b'A',
-     b'A(?:3T[\\x30-\\x39\\x41-\\x5a]|BIA|CCA|GE\\-SECRET\\-KEY\\-1[\\x30\\x32-\\x39\\x41\\x43-\\x48\\x4'
-     b'a-\\x4e\\x50-\\x5a]|Iza|K(?:\\-[\\x30-\\x39\\x61-\\x66](?<=PMAK\\-[\\x00-\\xff])|IA)|SIA|TATT3|gE'
-     b'(?<=pypi\\-Ag[\\x00-\\xff])|I(?<=LTA[\\x00-\\xff]))'),
-    (b'_',
-     b'_(?:eyJ(?<=ops_ey[\\x00-\\xff])|[\\x41-\\x46](?:(?<=shpat_[\\x00-\\xff])|(?<=shpca_[\\x00-\\xff])'
-     b'|(?<=shppa_[\\x00-\\xff])|(?<=shpss_[\\x00-\\xff])))'),
+     b'A(?:3T[\\x30-\\x39\\x41-\\x5a]|BIA|CCA|Iza|K(?:\\-[\\x30-\\x39\\x61-\\x66](?<=PMAK\\-[\\x00-\\xff'
+     b'])|IA)|SIA|TATT3|gE(?<=pypi\\-Ag[\\x00-\\xff])|I(?<=LTA[\\x00-\\xff]))'),
 )
