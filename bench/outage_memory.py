@@ -2,7 +2,7 @@
 
 A fresh process (`python -m bench.outage_memory child ...`) configures telemetry towards a
 closed 127.0.0.1 port and runs cafe's built-in shift (scripted model, a fresh OTelTracer
-per shift, 11 spans a shift) paced to `rate` spans a second for `seconds`. A sampler thread
+per shift, 17 spans a shift) paced to `rate` spans a second for `seconds`. A sampler thread
 reads VmRSS from /proc/self/status every 0.25 s. Growth is the peak minus the RSS after a
 warm-up (configure + 2 s of emission, by which time the exporter has failed and retried).
 After shutdown the account must settle every span made: exported + dropped = made.

@@ -190,6 +190,43 @@ def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     return _sdk_call(spec), finish, lambda: provider.force_flush(10_000)
 
 
+def _sdk_span(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
+    """The floor of any instrumentation that makes a span: the bare SDK call inside one SDK
+    span (CLIENT, current while the call runs) holding the GenAI attributes an instrumentation
+    sets, from values known up front (no request or response is read), on a `TracerProvider`
+    with the SDK's `BatchSpanProcessor` over the do-nothing exporter."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.trace import SpanKind
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
+    tracer = provider.get_tracer("bench.floor")
+    inner = _sdk_call(spec)
+    body = spec["body"]
+    name = f"chat {spec['model']}"
+    request = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+               "gen_ai.request.model": spec["model"], "gen_ai.request.temperature": 0.0,
+               "server.address": "127.0.0.1", "server.port": 9}
+    response = {"gen_ai.response.model": body["model"], "gen_ai.response.id": body["id"],
+                "gen_ai.response.finish_reasons": (body["choices"][0]["finish_reason"],),
+                "gen_ai.usage.input_tokens": body["usage"]["prompt_tokens"],
+                "gen_ai.usage.output_tokens": body["usage"]["completion_tokens"]}
+
+    def call() -> Any:
+        with tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=request) as span:
+            result = inner()
+            span.set_attributes(response)
+        return result
+
+    def finish() -> dict[str, Any]:
+        provider.force_flush(10_000)
+        found = {"metric_points": None, "version": metadata.version("opentelemetry-sdk")}
+        provider.shutdown()
+        return found
+    return call, finish, lambda: provider.force_flush(10_000)
+
+
 def _bare_live(spec: dict[str, Any]) -> Prepared:
     from cafe.clients.live import LiveClient
     from cafe.clients.settings import LiveSettings
@@ -246,6 +283,8 @@ def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[
         call, finish, flush = _bare_live(spec)
     elif variant == "ours":
         call, finish, flush = _ours(spec, keeper)
+    elif variant == "sdk_span":
+        call, finish, flush = _sdk_span(spec, keeper)
     else:
         raise Unusable(f"unknown variant {variant!r}")
     for _ in range(spec["warmup"]):

@@ -16,7 +16,7 @@ stops moving); the account's dropped count must say the same. Steps:
 2. a search for the highest paced rate with zero lost (short trials);
 3. that rate for the full duration (the figure), and the unpaced rate for the full
    duration (what is lost past it, exactly counted);
-4. for reference, cafe's built-in shift (a fresh OTelTracer per shift, 11 spans a shift)
+4. for reference, cafe's built-in shift (a fresh OTelTracer per shift, 17 spans a shift)
    unpaced: the realistic emission, whose own CPU cost is the limit.
 Bare spans are used for 1-3 because a shift costs the sender so much CPU that it can never
 outrun the pipeline, and the figure is about the pipeline.
@@ -193,7 +193,7 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
                f"{past['export_failed']:,}, unflushed {past['unflushed']:,}); "
                f"refused by the collector {past['refused']:,}"),
         Figure(4, "cafe shifts, unpaced, same settings", shifts["rate_made"] if shifts else None, "spans/s", "",
-               note=f"the realistic mix (11 spans a shift, OTelTracer): made {shifts['made']:,}, "
+               note=f"the realistic mix (17 spans a shift, OTelTracer): made {shifts['made']:,}, "
                     f"lost {shifts['lost']:,}" if shifts else "skipped in a smoke run"),
         Figure(4, "settings tried", None, "", "", note="; ".join(log)),
     ]

@@ -9,6 +9,7 @@ fresh responder with the same decisions.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,16 +27,29 @@ Decision = tuple[str, Any]
 Responder = Callable[[str, Ticket], Decision]
 
 
+class SyntheticCustomer:
+    """A responder that answers each proposal with the next of its decisions and rejects once
+    they run out. It keeps the decisions it was given (`decisions`), so that a recording
+    made with it says how to play the same customer again."""
+
+    __slots__ = ("_queue", "decisions")
+
+    def __init__(self, decisions: Iterable[Decision]) -> None:
+        self.decisions: tuple[Decision, ...] = tuple((str(kind), payload) for kind, payload in decisions)
+        for kind, _ in self.decisions:
+            if kind not in DECISIONS:
+                raise ValueError(f"unknown consent decision {kind!r}; use one of {sorted(DECISIONS)}")
+        self._queue = deque(self.decisions)
+
+    def __repr__(self) -> str:
+        return f"SyntheticCustomer({len(self.decisions)} decision(s), {len(self._queue)} left)"
+
+    def __call__(self, rendered: str, ticket: Ticket) -> Decision:
+        return self._queue.popleft() if self._queue else (REJECT, None)
+
+
 def make_responder(decisions: Iterable[Decision]) -> Responder:
-    queue = [(str(kind), payload) for kind, payload in decisions]
-    for kind, _ in queue:
-        if kind not in DECISIONS:
-            raise ValueError(f"unknown consent decision {kind!r}; use one of {sorted(DECISIONS)}")
-
-    def respond(rendered: str, ticket: Ticket) -> Decision:
-        return queue.pop(0) if queue else (REJECT, None)
-
-    return respond
+    return SyntheticCustomer(decisions)
 
 
 @dataclass

@@ -32,8 +32,8 @@ PINNED = {
         'RecordingError', 'RecordingExhausted', 'RecordingExists', 'RecordingNotClean', 'RecordingNotFound',
         'RecordingUnwritable', 'RecordingWriter', 'ReplayClient', 'ReplayError', 'ReplayMismatch',
         'Scrubber', 'Timeline', 'Timing', 'TranscriptMismatch', 'TruncatedRecording', 'UnsupportedVersion',
-        'UnusedCalls', 'call_windows', 'load_recording', 'load_records', 'normalise', 'record_shift', 'replay_shift',
-        'responder_of', 'script_of'
+        'UnusedCalls', 'call_windows', 'decisions_shown', 'load_recording', 'load_records', 'normalise',
+        'record_shift', 'replay_shift', 'responder_of', 'script_of'
     },
     "cafe.wire": {
         'AsyncObservedTransport', 'AsyncRecordingTransport', 'CallObserver', 'CallOutcome', 'Clock',

@@ -24,6 +24,9 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 DESCRIPTION = "The `cafe` command: run a shift, replay a recording, and whatever plugins add."
 
 
+ROOT_PROG = "cafe"
+
+
 class VersionAsked(Exception):
     """`--version` was given: main prints it on its own stream and exits 0."""
 
@@ -43,14 +46,16 @@ class CommandParser(argparse.ArgumentParser):
     Subcommand parsers (plugins' included) are made of the same class."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        # The line already starts "cafe: error: ": a subcommand names itself, `cafe` does not.
+        where = f"{self.prog}: " if self.prog != ROOT_PROG else ""
+        raise UsageError(f"{where}{message} (see `{self.prog} --help`)")
 
 
 def build_parser(plugins: Sequence[CliPlugin],
                  new_id: Callable[[], str] = new_conversation_id) -> argparse.ArgumentParser:
     """The `cafe` parser, with `plugins`' commands and options; `new_id` gives each shift its
     conversation id."""
-    parser = CommandParser(prog="cafe", description=DESCRIPTION)
+    parser = CommandParser(prog=ROOT_PROG, description=DESCRIPTION)
     parser.add_argument("--version", action=_ShowVersion, help="print cafe's version and exit")
     # Its parsers are CommandParsers; registrars take any ArgumentParser's subcommands.
     commands = cast(Commands, parser.add_subparsers(dest="command", required=True))

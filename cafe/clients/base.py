@@ -94,15 +94,21 @@ class ToolCallIdCheck:
         # call ids its messages opened.
         self._last: tuple[Sequence[Message] | None, int, object, set[str]] = (None, 0, None, set())
 
-    def __call__(self, messages: Sequence[Message]) -> None:
+    def __call__(self, messages: Sequence[Message]) -> int:
+        """Check what is new in `messages`; returns the index of its first message not
+        checked before (0 when the whole list was checked), so that a caller keeping
+        notes on the conversation reads each message once too."""
         source, seen, last, opened = self._last
         if (seen and messages is source and len(messages) >= seen
                 and messages[seen - 1] is last):
             # A refusal raises before anything is kept: the next call checks from here again.
             opened.update(_check_messages(messages, seen, opened))
+            start = seen
         else:
             opened = _check_messages(messages, 0, set())
+            start = 0
         self._last = (messages, len(messages), messages[-1] if messages else None, opened)
+        return start
 
     @property
     def opened_any(self) -> bool:

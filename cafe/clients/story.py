@@ -1,10 +1,10 @@
 """The demo's offline model: deterministic, no network, and it does the whole job.
 
-Where `ScriptedClient` (the seed lesson's model) only prices what it hears, this one plays
-the counter the way the shift rules ask: it checks a named item against an allergy the
-customer mentioned, prices what is ordered, proposes the order for a table, fires it once
-approved, and (with `retry_fire`, as a model might after a reply it thinks it lost) fires
-the same order a second time, which the protected executor must refuse as a duplicate.
+Where `ScriptedClient` takes an order in the fewest steps, this one plays the whole counter
+the way the shift rules ask: it checks a named item against an allergy the customer
+mentioned, prices what is ordered, proposes the order for a table, fires it once approved,
+and (with `retry_fire`, as a model might after a reply it thinks it lost) fires the same
+order a second time, which the protected executor must refuse as a duplicate.
 
 Its replies depend only on the conversation, so a recording of it replays exactly.
 """

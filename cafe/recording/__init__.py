@@ -31,7 +31,7 @@ from cafe.recording.modes import RecordMode
 from cafe.recording.normalise import normalise
 from cafe.recording.reader import load_recording, load_records
 from cafe.recording.replay import ReplayClient
-from cafe.recording.shift import record_shift, replay_shift, responder_of, script_of
+from cafe.recording.shift import decisions_shown, record_shift, replay_shift, responder_of, script_of
 from cafe.recording.windows import RecordedTimeline, call_windows
 from cafe.recording.writer import RecordingClient, RecordingWriter
 from cafe.trace.clock import Timeline
@@ -68,6 +68,7 @@ __all__ = [
     "UnsupportedVersion",
     "UnusedCalls",
     "call_windows",
+    "decisions_shown",
     "load_recording",
     "load_records",
     "normalise",

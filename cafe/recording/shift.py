@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cafe.clients.base import ChatClient
-from cafe.consent import Decision, Responder, make_responder
+from cafe.consent import APPROVE, EDIT, REJECT, Decision, Responder, SyntheticCustomer, make_responder
 from cafe.errors import ScriptError
 from cafe.loop import ShiftRun, new_conversation_id, run_shift
+from cafe.outcomes import ToolStatus
 from cafe.privacy import Scrubber
 from cafe.recording.format import WIRE_VERSION, Ending, Recording
 from cafe.recording.modes import RecordMode
@@ -21,6 +22,7 @@ from cafe.recording.reader import load_recording
 from cafe.recording.replay import ReplayClient
 from cafe.recording.windows import RecordedClock, RecordedTracingClient
 from cafe.recording.writer import RecordingClient
+from cafe.tools import PROPOSE_ORDER
 from cafe.trace.clock import NanoClock, Timeline
 from cafe.trace.tracer import Tracer
 from cafe.transcript import transcript_digest
@@ -50,7 +52,8 @@ def record_shift(
     **shift_options: Any,
 ) -> tuple[ShiftRun, Tracer]:
     """Run a shift through a `RecordingClient` on `path`. The header keeps what a replay
-    needs to run it again: `decisions` (to rebuild the same synthetic customer), the seed,
+    needs to run it again: `decisions` (to rebuild the same synthetic customer; by default
+    those of a responder made by `make_responder`), the seed,
     the script and the shift's settings (`max_turns`, `max_repairs`, `temperature`, the
     conversation id).
 
@@ -58,6 +61,8 @@ def record_shift(
     tracer is given, from the timeline of the tracer made here. If the shift fails, `path`
     is left as it was and the calls recorded so far stay in `PATH.partial` (named in a
     note on the error)."""
+    if decisions is None and isinstance(responder, SyntheticCustomer):
+        decisions = responder.decisions  # what `make_responder` was given: replays play it again
     follows_tracer = tracer is None or timeline is not None
     if timeline is None:
         timeline = Timeline(wall_clock_ns() if wall_clock_ns else None)
@@ -96,9 +101,54 @@ def script_of(recording: Recording) -> list[str]:
 
 
 def responder_of(recording: Recording) -> Responder:
-    """A fresh synthetic customer with the recorded decisions (rejects once they run out)."""
-    decisions = recording.header.decisions or []
-    return make_responder([(d[0], d[1] if len(d) > 1 else None) for d in decisions])
+    """A fresh synthetic customer with the recorded decisions (rejects once they run out).
+    A recording whose header holds none (a plain `{request, response}` file, or one made
+    with a responder of its own) gets the decisions its conversation shows."""
+    if recording.header.decisions is None:
+        return make_responder(decisions_shown(recording))
+    return make_responder([(d[0], d[1] if len(d) > 1 else None) for d in recording.header.decisions])
+
+
+def decisions_shown(recording: Recording) -> list[Decision]:
+    """The customer's answers to each `propose_order` of the recorded conversation, read from
+    the last request's messages: an approval, a rejection, or, where another order than the
+    one proposed was approved, an edit to it followed by the approval. Reading stops at an
+    outcome that does not say what the customer answered (the rounds ran out)."""
+    messages = recording.calls[-1].request.get("messages") if recording.calls else None
+    proposed: dict[str, Any] = {}
+    decisions: list[Decision] = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and function.get("name") == PROPOSE_ORDER:
+                proposed[str(call.get("id"))] = _json_object(function.get("arguments"))
+        if message.get("role") != "tool" or str(message.get("tool_call_id")) not in proposed:
+            continue
+        asked = proposed[str(message.get("tool_call_id"))]
+        result = _json_object(message.get("content"))
+        status = result.get("status")
+        if status == ToolStatus.APPROVED:
+            ticket = result.get("ticket")
+            ticket = ticket if isinstance(ticket, dict) else {}
+            approved = {"items": ticket.get("items"), "table": ticket.get("table")}
+            if approved != {"items": asked.get("items"), "table": asked.get("table")}:
+                decisions.append((EDIT, approved))
+            decisions.append((APPROVE, None))
+        elif status == ToolStatus.REJECTED:
+            decisions.append((REJECT, None))
+        else:
+            break
+    return decisions
+
+
+def _json_object(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _stand_in_id(recording: Recording) -> str:

@@ -60,11 +60,14 @@ def test_shift_prints_transcript_spans_usage_and_handover():
     assert "price_check" in transcript
     spans = _section(out, "spans")
     assert spans.splitlines()[0].startswith("shift  [shift]")
-    assert spans.count("[generation]") == 3
-    prompt = TOOL_TURN_USAGE[0] + 2 * TEXT_TURN_USAGE[0]
-    completion = TOOL_TURN_USAGE[1] + 2 * TEXT_TURN_USAGE[1]
+    assert spans.count("[generation]") == 5
+    # price the order, say "anything else?", propose it, fire it once approved, announce it
+    prompt = 3 * TOOL_TURN_USAGE[0] + 2 * TEXT_TURN_USAGE[0]
+    completion = 3 * TOOL_TURN_USAGE[1] + 2 * TEXT_TURN_USAGE[1]
     usage = _section(out, "usage")
-    assert usage.startswith(f"3 model call(s), {prompt} input + {completion} output = {prompt + completion} tokens")
+    assert usage.startswith(f"5 model call(s), {prompt} input + {completion} output = {prompt + completion} tokens")
+    assert "status=approved" in spans and "status=fired  ticket_number=1" in spans
+    assert "ticket 1 (turn 4, approval A1): table 1, 2 item(s), EUR 3.70" in _section(out, "handover")
     assert "Shift handover" in _section(out, "handover")
     assert "stop reason: answered" in out
     assert "seed: 7" in out
@@ -84,7 +87,7 @@ def test_record_then_replay_exits_zero_with_zero_model_calls(tmp_path):
     path = tmp_path / "shift.jsonl"
     code, out, err = cafe("shift", "--seed", "7", "--record", str(path))
     assert code == 0, err
-    assert len(load_records(path)) == 3
+    assert len(load_records(path)) == 5
     code, replay_out, err = cafe("replay", str(path))
     assert code == 0, err
     assert "0 model calls" in replay_out and "transcript matches" in replay_out
@@ -178,7 +181,7 @@ def test_live_shift_from_the_command_line_records_and_replays_without_the_key(tm
                    "CAFE_MODEL": "local-test-model"}
         code, out, err = cafe("shift", "--record", str(path), environ=environ)
         assert code == 0, err
-        assert len(server.requests) == 3
+        assert len(server.requests) == 5
     code, replay_out, replay_err = cafe("replay", str(path), "--show")
     assert code == 0, replay_err
     assert _section(replay_out, "transcript") == _section(out, "transcript")
@@ -208,6 +211,17 @@ def test_every_usage_error_is_one_line_with_exit_2_and_a_help_command_that_works
     with pytest.raises(SystemExit) as helped:  # argparse prints the help and exits 0
         cafe(*suggested[1:])
     assert helped.value.code == 0
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["shift", "--version"], "unrecognized arguments: --version (see `cafe --help`)"),
+    (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+    (["shift", "--max-turns", "x"], "cafe shift: argument --max-turns:"),
+])
+def test_a_usage_error_names_cafe_once_and_a_subcommand_by_its_name(argv, said):
+    code, _, err = cafe(*argv)
+    assert code == 2 and err.startswith(f"cafe: error: {said}"), err
+    assert not err.startswith("cafe: error: cafe: ")
 
 
 def test_version_prints_cafe_and_the_installed_version():
@@ -305,12 +319,26 @@ def test_replay_show_draws_the_tree_on_the_recorded_timeline(tmp_path):
     assert "1.000s" not in "\n".join(generations)
 
 
-def test_the_default_shift_ends_with_a_goodbye_not_a_fresh_welcome():
+def test_the_default_shift_orders_under_consent_and_ends_with_a_goodbye():
     code, out, err = cafe("shift", "--seed", "1")
     assert code == 0, err
     lines = _section(out, "transcript").splitlines()
-    assert lines[-2] == f"user: {DEFAULT_SCRIPT[1]}"
-    assert lines[-1] == "assistant: Thank you, enjoy your visit!"
+    after = lines[lines.index(f"user: {DEFAULT_SCRIPT[1]}") + 1:]
+    order = '{"items":["latte","chocolate croissant"],"table":1}'
+    assert after[0].startswith(f"assistant -> propose_order({order})")
+    assert '"status":"approved"' in after[1]
+    assert after[2].startswith(f"assistant -> fire_ticket({order})")
+    assert '"status":"fired"' in after[3]
+    assert after[4:] == ["assistant: Ticket 1 is with the kitchen. Thank you, enjoy your visit!"]
+
+
+def test_a_rejected_default_order_is_never_fired():
+    code, out, err = cafe("shift", "--seed", "1", "--decision", "reject")
+    assert code == 0, err
+    transcript = _section(out, "transcript")
+    assert "-> propose_order(" in transcript and "-> fire_ticket(" not in transcript
+    assert transcript.splitlines()[-1] == "assistant: No problem, nothing has been sent. Anything else for you?"
+    assert "no tickets fired" in _section(out, "handover")
 
 
 def test_every_command_is_dispatched_by_the_run_it_sets():

@@ -55,6 +55,13 @@ def test_unknown_decision_is_refused_up_front():
         make_responder([("maybe", None)])
 
 
+def test_a_responder_keeps_the_decisions_it_was_given_however_many_it_has_used():
+    respond = make_responder(iter([("approve", None), ("reject", None)]))  # any iterable, read once
+    assert respond("", _ticket()) == ("approve", None)
+    assert respond.decisions == (("approve", None), ("reject", None))
+    assert repr(respond) == "SyntheticCustomer(2 decision(s), 1 left)"
+
+
 # --- the gate -------------------------------------------------------------------------
 
 class Watching:

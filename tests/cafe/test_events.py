@@ -51,6 +51,10 @@ def test_the_seed_shift_is_a_sequence_of_typed_events():
         "PhaseStarted", "GenerationStarted", "GenerationEnded",
         "ToolStarted", "ToolEnded", "ToolStarted", "ToolEnded", "PhaseEnded",
         "PhaseStarted", "GenerationStarted", "GenerationEnded", "PhaseEnded",
+        "PhaseStarted", "GenerationStarted", "GenerationEnded",
+        "ToolStarted", "ConsentDecided", "ToolEnded", "PhaseEnded",
+        "PhaseStarted", "GenerationStarted", "GenerationEnded",
+        "ToolStarted", "TicketFired", "ToolEnded", "PhaseEnded",
         "PhaseStarted", "GenerationStarted", "GenerationEnded", "PhaseEnded",
         "PhaseStarted", "PhaseEnded", "ShiftEnded",
     ]
@@ -58,19 +62,28 @@ def test_the_seed_shift_is_a_sequence_of_typed_events():
     assert (started.agent, started.conversation_id, started.parent_id) == ("cafe-counter", "shift-1", None)
     [ended] = log.of(ShiftEnded)
     assert ended.stop_reason is StopReason.ANSWERED is run.stop_reason
-    assert (ended.turns, ended.tickets, ended.error) == (3, 0, None)
-    assert [e.phase for e in log.of(PhaseStarted)] == [Phase.SETUP, Phase.TURN, Phase.TURN, Phase.TURN, Phase.WRAPUP]
-    assert [e.stop_reason for e in log.of(PhaseEnded)] == [None, None, None, StopReason.ANSWERED, None]
-    assert all(e.status is ToolStatus.OK for e in log.of(ToolEnded))
+    assert (ended.turns, ended.tickets, ended.error) == (5, 1, None)
+    assert [e.phase for e in log.of(PhaseStarted)] == [Phase.SETUP] + [Phase.TURN] * 5 + [Phase.WRAPUP]
+    assert [e.stop_reason for e in log.of(PhaseEnded)] == [None] * 5 + [StopReason.ANSWERED, None]
+    assert [e.status for e in log.of(ToolEnded)] == [ToolStatus.OK, ToolStatus.OK, ToolStatus.APPROVED,
+                                                     ToolStatus.FIRED]
+    [decided] = log.of(ConsentDecided)
+    [fired] = log.of(TicketFired)
+    assert (decided.outcome, fired.number, fired.turn) == (ConsentOutcome.APPROVED, 1, 4)
     # Parents: every tool and generation sits in a turn; ids pair the events of one span.
     turns = {e.span_id for e in log.of(PhaseStarted) if e.phase is Phase.TURN}
     assert all(e.parent_id in turns for e in log.of(GenerationStarted) + log.of(ToolStarted))
     assert sorted(e.span_id for e in log.of(GenerationStarted)) == sorted(e.span_id for e in log.of(GenerationEnded))
     usage = [(e.result.input_tokens, e.result.output_tokens) for e in log.of(GenerationEnded)]
     assert all(e.response is e.result.response for e in log.of(GenerationEnded))
-    assert usage == [(60, 12), (80, 9), (80, 9)]
-    # Clock readings: one per span edge, in order.
-    assert [e.at for e in log.events] == [float(i) for i in range(len(log.events))]
+    assert usage == [(60, 12), (80, 9), (60, 12), (60, 12), (80, 9)]
+    # Clock readings: one per span edge, in order; a decision or a fired ticket is a point
+    # inside its tool span, stamped with the reading its span started at.
+    points = (ConsentDecided, TicketFired)
+    edges = [e for e in log.events if not isinstance(e, points)]
+    assert [e.at for e in edges] == [float(i) for i in range(len(edges))]
+    started = {e.span_id: e.at for e in log.of(ToolStarted)}
+    assert all(e.at == started[e.span_id] for e in log.events if isinstance(e, points))
 
 
 def test_consent_decisions_and_fired_tickets_are_events_inside_their_tool_spans():
@@ -115,7 +128,7 @@ def test_a_listener_that_raises_is_counted_and_never_reaches_the_shift(on):
     plain = Tracer(clock=TickClock())
     _seed(plain)
     assert tracer.render() == plain.render()  # the tree (first listener) heard everything
-    assert len(after.events) == 22  # so did the listener after the broken one
+    assert len(after.events) == 36  # so did the listener after the broken one
     expected = len([e for e in after.events if isinstance(e, on)])
     assert tracer.listener_failures == expected == len(reports)
     assert {r.error_class for r in reports} == {"Boom"}
@@ -128,7 +141,7 @@ def test_a_broken_error_hook_does_not_reach_the_shift_either():
         raise ValueError("hook broke")
 
     tracer = Tracer(listeners=[Exploding(ToolEnded)], on_listener_error=hook)
-    assert _seed(tracer).stop_reason == "answered" and tracer.listener_failures == 2
+    assert _seed(tracer).stop_reason == "answered" and tracer.listener_failures == 4
 
 
 def test_the_null_tracer_has_no_listeners_and_still_runs_the_shift():

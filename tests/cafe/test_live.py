@@ -162,8 +162,8 @@ def test_live_shift_records_then_replays_offline_identically(tmp_path):
         run, tracer = record_shift(live, DEFAULT_SCRIPT, path, responder=_approve(),
                                    tracer=Tracer(clock=TickClock()))
         assert run.stop_reason == "answered"
-        assert live.calls == len(server.requests) == 3
-        assert server.authorizations == [f"Bearer {KEY}"] * 3
+        assert live.calls == len(server.requests) == 5
+        assert server.authorizations == [f"Bearer {KEY}"] * 5
         first = server.requests[0]
         assert first["model"] == "local-test-model"
         assert [t["function"]["name"] for t in first["tools"]] == [t["function"]["name"] for t in TOOL_SCHEMAS]
@@ -174,7 +174,7 @@ def test_live_shift_records_then_replays_offline_identically(tmp_path):
         replay_shift(path, DEFAULT_SCRIPT, responder=_approve(), tracer=Tracer(clock=TickClock()))
         for _ in range(2)
     ]
-    assert len(server.requests) == seen and live.calls == 3
+    assert len(server.requests) == seen and live.calls == 5
     for replayed, replay_tracer in replays:
         assert transcript(replayed) == transcript(run)
         assert replay_tracer.render() == tracer.render()

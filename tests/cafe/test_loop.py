@@ -30,6 +30,7 @@ from cafe import (
 from cafe.clients import Secret
 from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 from cafe.errors import ConversationError
+from cafe.menu import EIGHTY_SIXED
 
 from .helpers import approve_once, call, calls, say, tool_results
 
@@ -40,18 +41,51 @@ def test_stop_reasons_are_the_named_five():
     }
 
 
-def test_default_shift_is_answered_in_three_calls():
+def test_default_shift_prices_proposes_and_fires_one_ticket_under_consent():
     client = ScriptedClient()
     run = run_shift(client, DEFAULT_SCRIPT, approve_once())
     assert run.stop_reason == "answered"
-    assert client.calls == run.model_calls == run.turns_used == 3
+    assert client.calls == run.model_calls == run.turns_used == 5
     assert run.messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
     users = [m["content"] for m in run.messages if m["role"] == "user"]
     assert users == list(DEFAULT_SCRIPT)
-    prices = {r["item"]: r["price_eur"] for r in tool_results(run).values()}
+    results = list(tool_results(run).values())
+    prices = {r["item"]: r["price_eur"] for r in results if "price_eur" in r}
     assert prices == {"latte": MENU["latte"].price_eur, "chocolate croissant": MENU["chocolate croissant"].price_eur}
-    assert run.tickets == [] and run.fires == []
+    [ticket] = run.tickets
+    assert (ticket.number, ticket.ticket.table, ticket.ticket.items) == (1, 1, ("latte", "chocolate croissant"))
+    assert [fire.status for fire in run.fires] == ["fired"]
     assert run.repair_state == "passed" and run.repairs_used == 0
+
+
+def test_the_scripted_model_proposes_for_the_table_named_and_never_fires_without_approval():
+    run = run_shift(ScriptedClient(), ["An espresso for table 7, please.", "That's all."], make_responder([]))
+    proposed = [call["function"] for m in run.messages for call in m.get("tool_calls") or []
+                if call["function"]["name"] != "price_check"]
+    assert [(f["name"], json.loads(f["arguments"])) for f in proposed] == [
+        ("propose_order", {"items": ["espresso"], "table": 7})]
+    assert run.tickets == [] and run.fires == [] and run.stop_reason == "answered"
+
+
+def test_the_scripted_model_leaves_an_eighty_sixed_item_out_of_the_order():
+    gone = sorted(EIGHTY_SIXED)[0]
+    run = run_shift(ScriptedClient(), [f"A latte and a {gone}, please.", "That's all."], approve_once())
+    [ticket] = run.tickets
+    assert ticket.ticket.items == ("latte",)
+
+
+def test_the_scripted_model_reads_each_message_once_and_rebuilds_its_notes_for_another_list():
+    client = ScriptedClient()
+    run = run_shift(client, DEFAULT_SCRIPT, approve_once())
+    # The same conversation up to the customer's second line, handed over as a fresh list:
+    # the notes come from that list alone, so the order is proposed again, not forgotten.
+    second = next(i for i, m in enumerate(run.messages) if m.get("content") == DEFAULT_SCRIPT[1])
+    reply = client.chat([dict(m) for m in run.messages[:second + 1]], TOOL_SCHEMAS)
+    [proposal] = reply["choices"][0]["message"]["tool_calls"]
+    assert proposal["function"]["name"] == "propose_order"
+    # Only the greeting line, in yet another list: nothing priced, so nothing to propose.
+    reply = client.chat([run.messages[0], {"role": "user", "content": "Nothing else, thanks."}], TOOL_SCHEMAS)
+    assert reply["choices"][0]["message"]["content"] == "What can I get you today?"
 
 
 def test_empty_script_is_script_done_without_a_model_call():
@@ -130,7 +164,7 @@ def test_each_call_gets_the_tool_schemas_and_the_conversation_so_far():
     client = Recorder(ScriptedClient())
     run = run_shift(client, DEFAULT_SCRIPT, approve_once())
     assert all(r["tools"] == json.loads(json.dumps(TOOL_SCHEMAS)) for r in client.requests)
-    assert [len(r["messages"]) for r in client.requests] == [2, 5, 7]
+    assert [len(r["messages"]) for r in client.requests] == [2, 5, 7, 9, 11]
     assert client.requests[-1]["messages"] == json.loads(json.dumps(run.messages[:-1]))
 
 

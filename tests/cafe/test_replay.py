@@ -28,7 +28,9 @@ from cafe import (
     run_shift,
     transcript,
 )
+from cafe.clients.base import make_response
 from cafe.handover import FLOURISHES
+from cafe.recording import decisions_shown, load_recording
 from cafe.recording.writer import partial_path
 
 from .helpers import call, calls, say
@@ -54,9 +56,9 @@ def recorded(tmp_path):
 def test_checkpoint_record_then_replay_twice_with_zero_model_calls(recorded):
     path, live, run, tracer = recorded
     assert run.stop_reason == "answered"
-    assert live.calls == run.model_calls == 3
+    assert live.calls == run.model_calls == 5
     records = load_records(path)
-    assert len(records) == 3
+    assert len(records) == 5
     assert all(set(r) == {"request", "response"} for r in records)
     assert records[0]["request"]["messages"][-1] == {"role": "user", "content": DEFAULT_SCRIPT[0]}
 
@@ -71,7 +73,7 @@ def test_checkpoint_record_then_replay_twice_with_zero_model_calls(recorded):
     assert first.stop_reason == second.stop_reason == run.stop_reason
     assert first_tracer.render() == second_tracer.render()
     assert first_tracer.render() == tracer.render()
-    assert first.model_calls == 3
+    assert first.model_calls == 5
 
 
 def test_recorded_requests_and_responses_are_what_the_shift_sent_and_got(recorded):
@@ -81,8 +83,8 @@ def test_recorded_requests_and_responses_are_what_the_shift_sent_and_got(recorde
     assert [r["response"]["choices"][0]["message"] for r in records] == json.loads(json.dumps(assistant))
     # Each request is the conversation up to that call (recorded before the loop moved on).
     lengths = [len(r["request"]["messages"]) for r in records]
-    assert lengths == [2, 5, 7]
-    assert records[2]["request"]["messages"] == json.loads(json.dumps(run.messages[:7]))
+    assert lengths == [2, 5, 7, 9, 11]
+    assert records[4]["request"]["messages"] == json.loads(json.dumps(run.messages[:11]))
 
 
 def test_replay_reads_script_and_decisions_from_a_recording_when_not_given(tmp_path):
@@ -107,7 +109,7 @@ def test_a_stale_script_raises_replay_mismatch_naming_call_and_path_without_cust
         assert line not in text
     for word in ("latte", "croissant", "Nothing else"):
         assert word not in text
-    assert live.calls == 3
+    assert live.calls == 5
 
 
 def test_one_call_fewer_is_caught_by_exhaustion_not_by_matching(recorded):
@@ -115,7 +117,7 @@ def test_one_call_fewer_is_caught_by_exhaustion_not_by_matching(recorded):
     with pytest.raises(UnusedCalls) as caught:
         replay_shift(path, DEFAULT_SCRIPT[:1], responder=_fresh_responder())
     assert not isinstance(caught.value, ReplayMismatch)
-    assert "1 recorded call" in str(caught.value)
+    assert "3 recorded call(s) were never made, from call 3" in str(caught.value)
     with pytest.raises(UnusedCalls):
         replay_shift(path, DEFAULT_SCRIPT, responder=_fresh_responder(), max_turns=2)
 
@@ -201,6 +203,52 @@ def test_a_consent_shift_replays_identically_with_a_fresh_responder(tmp_path):
         replay_shift(path, ["A latte.", "Again!"], responder=drained)
 
 
+def test_a_recording_made_with_make_responder_keeps_its_decisions_for_the_replay(tmp_path):
+    path = tmp_path / "shift.jsonl"
+    run, _ = record_shift(ScriptedClient(), DEFAULT_SCRIPT, path, responder=make_responder([("approve", None)]))
+    assert load_recording(path).header.decisions == [["approve", None]]
+    again, _ = replay_shift(path)  # the customer who approved, rebuilt from the header
+    assert transcript(again) == transcript(run) and [t.number for t in again.tickets] == [1]
+
+
+@pytest.mark.parametrize("decisions", [
+    [("approve", None)],
+    [("reject", None)],
+    [("edit", {"items": ["latte"], "table": 4}), ("approve", None)],
+])
+def test_a_recording_without_decisions_replays_the_customer_its_conversation_shows(tmp_path, decisions):
+    path = tmp_path / "shift.jsonl"
+    queue = list(decisions)
+
+    def customer(rendered, ticket):  # a responder of the caller's own
+        return queue.pop(0) if queue else ("reject", None)
+
+    run, _ = record_shift(ScriptedClient(), DEFAULT_SCRIPT, path, responder=customer)
+    recording = load_recording(path)
+    assert recording.header.decisions is None
+    assert decisions_shown(recording) == decisions
+    again, _ = replay_shift(path)
+    assert transcript(again) == transcript(run)
+    # A plain {request, response} file of the same calls shows the same customer.
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"request": c.request, "response": c.response}) + "\n"
+                             for c in recording.calls))
+    assert decisions_shown(load_recording(plain)) == decisions
+
+
+def test_decisions_shown_reads_nothing_it_cannot_understand(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    proposal = {"role": "assistant", "content": None,
+                "tool_calls": [call("p1", "propose_order", {"items": ["latte"], "table": 1})]}
+    odd = [{"role": "user", "content": "hi"}, proposal,
+           {"role": "tool", "tool_call_id": "p1", "content": "not json"},
+           {"role": "tool", "tool_call_id": "p1", "content": json.dumps({"status": "rounds_exhausted"})},
+           {"role": "tool", "tool_call_id": "p1", "content": json.dumps({"status": "approved"})}]
+    response = make_response({"role": "assistant", "content": "ok"}, model="m", response_id="r1", usage=(1, 1))
+    path.write_text(json.dumps({"request": {"messages": odd}, "response": response}) + "\n")
+    assert decisions_shown(load_recording(path)) == []  # stops at an outcome that is no answer
+
+
 # --- the handover note ------------------------------------------------------------------
 
 FIXED_NOW = 1_800_000_000.25
@@ -216,7 +264,8 @@ def test_handover_note_is_identical_across_replays_with_injected_clock_and_fresh
     assert notes[0] == handover_note(run, clock=lambda: FIXED_NOW, rng=random.Random(7))
     assert "2027-01-15 08:00:00.250000 UTC" in notes[0]
     assert notes[0].splitlines()[-1] in FLOURISHES
-    assert "answered" in notes[0] and "3 model call(s)" in notes[0]
+    assert "answered" in notes[0] and "5 model call(s)" in notes[0]
+    assert "ticket 1 (turn 4, approval A1): table 1, 2 item(s), EUR 3.70" in notes[0]
 
 
 def test_handover_note_from_wall_clock_and_global_rng_differs(recorded):
@@ -246,5 +295,5 @@ def test_handover_note_lists_tickets_and_refused_fires():
     note = handover_note(run, clock=lambda: FIXED_NOW, rng=random.Random(7))
     assert "ticket 1 (turn 1, approval A1): table 3, 2 item(s), EUR 3.50" in note
     assert "fire duplicate at turn 3 (f2)" in note
-    quiet = run_shift(ScriptedClient(), DEFAULT_SCRIPT, _fresh_responder())
+    quiet = run_shift(ScriptedClient(), DEFAULT_SCRIPT, make_responder([("reject", None)]))
     assert "no tickets fired" in handover_note(quiet, clock=lambda: FIXED_NOW, rng=random.Random(7))

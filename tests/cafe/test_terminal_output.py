@@ -65,7 +65,7 @@ def test_escape_sequences_in_customer_lines_are_shown_escaped(tmp_path: Path) ->
 def test_a_lone_surrogate_in_a_replayed_transcript_is_printed_escaped(tmp_path: Path) -> None:
     path = tmp_path / "shift.jsonl"
     record_shift(ScriptedClient(), ["A latte \ud800 please", "That's all."], path,
-                 responder=make_responder([("approve", None)]))
+                 responder=make_responder([("approve", None)]), decisions=[("approve", None)])
     code, out, err = _run("replay", str(path), "--show")
     assert code == 0, err
     assert r"user: A latte \ud800 please" in out
@@ -162,7 +162,7 @@ def test_a_recording_made_into_a_closed_pipe_is_complete(tmp_path: Path) -> None
     done = _into_a_closed_pipe("shift", "--seed", "1", "--record", str(path), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     recording = load_recording(path)
-    assert recording.ending is not None and len(recording.calls) == 3
+    assert recording.ending is not None and len(recording.calls) == 5
     assert not list(tmp_path.glob("*.partial"))
 
 

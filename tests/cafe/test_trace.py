@@ -88,11 +88,12 @@ def test_render_shows_tree_kinds_durations_tokens_and_attributes():
     assert "stop_reason=answered" in lines[0]
     assert any(line.startswith(("├─ turn 1", "└─ turn 1")) for line in lines)
     generation_lines = [line for line in lines if "[generation]" in line]
-    assert len(generation_lines) == 3
+    assert len(generation_lines) == 5
     tool_tokens = f"tokens={TOOL_TURN_USAGE[0]}+{TOOL_TURN_USAGE[1]}"
     assert tool_tokens in generation_lines[0]
     assert "tool_calls=price_check,price_check" in generation_lines[0]
-    assert f"tokens={TEXT_TURN_USAGE[0]}+{TEXT_TURN_USAGE[1]}" in generation_lines[2]
+    assert f"tokens={TEXT_TURN_USAGE[0]}+{TEXT_TURN_USAGE[1]}" in generation_lines[1]
+    assert "tool_calls=propose_order" in generation_lines[2] and "tool_calls=fire_ticket" in generation_lines[3]
     assert all("1.000s" in line for line in generation_lines)
     assert any("│  ├─ " in line or "│  └─ " in line for line in lines)  # nested under a turn
     assert text == tracer.render()
@@ -103,10 +104,12 @@ def test_shift_phases_generations_and_tools_form_the_tree():
     run = run_shift(ScriptedClient(), DEFAULT_SCRIPT, approve_once(), tracer=tracer)
     [shift] = tracer.roots
     assert shift.kind == "shift" and shift.attrs["stop_reason"] == run.stop_reason
-    assert [c.name for c in shift.children] == ["setup", "turn 1", "turn 2", "turn 3", "wrapup"]
+    assert [c.name for c in shift.children] == ["setup", "turn 1", "turn 2", "turn 3", "turn 4", "turn 5",
+                                                "wrapup"]
     assert all(g.parent.attrs.get("phase") == "turn" for g in tracer.generations())
-    assert [t.inherited("turn") for t in tracer.nodes("tool")] == [1, 1]
-    assert [t.attrs["status"] for t in tracer.nodes("tool")] == ["ok", "ok"]
+    assert [t.inherited("turn") for t in tracer.nodes("tool")] == [1, 1, 3, 4]
+    assert [t.attrs["status"] for t in tracer.nodes("tool")] == ["ok", "ok", "approved", "fired"]
+    assert tracer.nodes("tool")[-1].attrs["ticket_number"] == 1
 
 
 class _Echo:
@@ -177,7 +180,7 @@ def test_generation_span_records_a_failed_call():
 def test_run_shift_does_not_wrap_a_tracing_client_twice():
     tracer = Tracer()
     run_shift(TracingClient(ScriptedClient(), tracer), DEFAULT_SCRIPT, approve_once(), tracer=tracer)
-    assert len(tracer.generations()) == 3
+    assert len(tracer.generations()) == 5
     assert all(not any(c.kind == "generation" for c in g.children) for g in tracer.generations())
 
 
@@ -185,10 +188,10 @@ def test_usage_of_sums_tokens_and_seconds():
     tracer = Tracer(clock=TickClock(step=0.25))
     run_shift(ScriptedClient(), DEFAULT_SCRIPT, approve_once(), tracer=tracer)
     usage = usage_of(tracer)
-    prompt = TOOL_TURN_USAGE[0] + 2 * TEXT_TURN_USAGE[0]
-    completion = TOOL_TURN_USAGE[1] + 2 * TEXT_TURN_USAGE[1]
-    assert usage == Usage(calls=3, input_tokens=prompt, output_tokens=completion,
-                          total_tokens=prompt + completion, seconds=0.75)
+    prompt = 3 * TOOL_TURN_USAGE[0] + 2 * TEXT_TURN_USAGE[0]
+    completion = 3 * TOOL_TURN_USAGE[1] + 2 * TEXT_TURN_USAGE[1]
+    assert usage == Usage(calls=5, input_tokens=prompt, output_tokens=completion,
+                          total_tokens=prompt + completion, seconds=1.25)
     assert usage_of(Tracer()) == Usage(0, 0, 0, 0, 0.0)
 
 
@@ -211,7 +214,7 @@ def test_null_tracer_has_the_interface_and_does_nothing():
     assert usage_of(tracer).calls == 0
     client = ScriptedClient()
     run = run_shift(client, DEFAULT_SCRIPT, approve_once(), tracer=tracer)
-    assert run.stop_reason == "answered" and client.calls == 3
+    assert run.stop_reason == "answered" and client.calls == 5
     assert tracer.nodes() == []
 
 

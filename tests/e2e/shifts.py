@@ -29,9 +29,10 @@ from cafe_otel._export.account import AccountSnapshot
 AGENT = "cafe-counter"
 SCRIPTED_MODEL = "scripted-barista-1"
 TOOL = "price_check"
-# The seed shift (cafe.DEFAULT_SCRIPT, ScriptedClient): agent, setup, three turns with a
-# chat each, two price checks in turn 1, wrapup.
-SPANS_PER_SHIFT = 11
+# The seed shift (cafe.DEFAULT_SCRIPT, ScriptedClient, approved once): agent, setup, five
+# turns with a chat each, two price checks in turn 1, the proposal in turn 3, the fired
+# ticket in turn 4, wrapup.
+SPANS_PER_SHIFT = 17
 # Enough for an export to the Collector on 127.0.0.1 with room for a loaded CI machine.
 SHUTDOWN_BOUND = 10.0
 # A shift takes milliseconds; one still running after this is stuck (on its telemetry,

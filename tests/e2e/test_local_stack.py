@@ -53,10 +53,10 @@ def test_up_shift_trace_url_down(otelcol_bin: Path, jaeger_bin: Path, tmp_path: 
         def spans() -> list[str] | None:
             status, body = http_get(f"http://127.0.0.1:16686/api/traces/{trace_id}")
             found = json.loads(body)["data"][0]["spans"] if status == 200 else []
-            return [span["operationName"] for span in found] if len(found) == 11 else None
+            return [span["operationName"] for span in found] if len(found) == 17 else None
 
-        names = wait_for("the shift's 11 spans in Jaeger", spans, 30)
-        assert sorted(names).count("chat scripted-barista-1") == 3 and "invoke_agent cafe-counter" in names
+        names = wait_for("the shift's 17 spans in Jaeger", spans, 30)
+        assert sorted(names).count("chat scripted-barista-1") == 5 and "invoke_agent cafe-counter" in names
     finally:
         down = _stack("down", tmp_path, env)
     assert down.returncode == 0 and "2 process(es) stopped" in down.stdout

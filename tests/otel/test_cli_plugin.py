@@ -87,9 +87,9 @@ def test_cafe_shift_ships_spans_to_a_receiver_and_reports(receiver):
     code, out, err = _cli(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"])
     assert code == 0, err
     assert "stop reason: answered" in out
-    assert err == "telemetry: 11 spans exported, 0 dropped; 5 metric points exported, 0 dropped\n"
+    assert err == "telemetry: 17 spans exported, 0 dropped; 9 metric points exported, 0 dropped\n"
     names = sorted(span.name for span in receiver.spans())
-    assert names.count("chat scripted-barista-1") == 3 and "invoke_agent cafe-counter" in names
+    assert names.count("chat scripted-barista-1") == 5 and "invoke_agent cafe-counter" in names
     assert b"latte" not in receiver.raw()  # the customer's line stays home
 
 
@@ -104,9 +104,9 @@ def test_cafe_shift_sends_genai_metrics_that_add_up_to_the_shift(receiver):
     tokens = {_attributes(p)["gen_ai.token.type"]: p.sum for name, p in points if name == "gen_ai.client.token.usage"}
     # The usage the shift printed (== usage ==) is what the histograms hold.
     usage_line = out.split("== usage ==\n", 1)[1].splitlines()[0]
-    assert usage_line.startswith(f"3 model call(s), {tokens['input']:.0f} input + {tokens['output']:.0f} output")
+    assert usage_line.startswith(f"5 model call(s), {tokens['input']:.0f} input + {tokens['output']:.0f} output")
     (duration,) = [p for name, p in points if name == "gen_ai.client.operation.duration"]
-    assert duration.count == 3 and _attributes(duration)["gen_ai.request.model"] == "scripted-barista-1"
+    assert duration.count == 5 and _attributes(duration)["gen_ai.request.model"] == "scripted-barista-1"
     (shifts,) = [p for name, p in points if name == "cafe.shifts"]
     assert _attributes(shifts) == {"cafe.stop_reason": "answered"} and shifts.as_int == 1
     metric_bytes = b"".join(request.SerializeToString() for request in receiver.metric_requests)
@@ -116,8 +116,8 @@ def test_cafe_shift_sends_genai_metrics_that_add_up_to_the_shift(receiver):
 def test_metrics_exporter_none_sends_spans_only(receiver):
     code, _, err = _cli(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"],
                         {"OTEL_METRICS_EXPORTER": "none"})
-    assert code == 0 and err == "telemetry: 11 spans exported, 0 dropped\n"
-    assert receiver.metric_requests == [] and len(receiver.spans()) == 11
+    assert code == 0 and err == "telemetry: 17 spans exported, 0 dropped\n"
+    assert receiver.metric_requests == [] and len(receiver.spans()) == 17
 
 
 def test_an_unknown_metrics_exporter_is_a_configuration_error():
@@ -129,7 +129,7 @@ def test_the_endpoint_variable_alone_turns_export_on(receiver):
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
            "OTEL_SERVICE_NAME": "counter-3"}
     code, _, err = _cli(["shift", "--seed", "1"], env)
-    assert code == 0 and err == "telemetry: 11 spans exported, 0 dropped; 5 metric points exported, 0 dropped\n"
+    assert code == 0 and err == "telemetry: 17 spans exported, 0 dropped; 9 metric points exported, 0 dropped\n"
     resource = {kv.key: kv.value.string_value for kv in receiver.requests[0].resource_spans[0].resource.attributes}
     assert resource["service.name"] == "counter-3"
 
@@ -153,8 +153,8 @@ def test_a_dead_collector_costs_the_shift_nothing_and_is_reported(protocol):
     assert time.monotonic() - started < 5.0
     assert code == 0 and "stop reason: answered" in out
     # Both signals lost, both counted: the metrics' one final export too.
-    assert err.startswith("telemetry: 0 spans exported, 11 dropped (11 export failed); "
-                          "0 metric points exported, 5 dropped; last error: ")
+    assert err.startswith("telemetry: 0 spans exported, 17 dropped (17 export failed); "
+                          "0 metric points exported, 9 dropped; last error: ")
     assert f"127.0.0.1:{port}" in err and err.count("\n") == 1
     # The exporters' own retry log was held for the one line, and the logger is as it was.
     otlp_logger = logging.getLogger(ExporterLogCapture.LOGGER)
@@ -168,7 +168,7 @@ def test_cafe_replay_with_otlp_uses_the_recorded_timeline(receiver, tmp_path):
                       decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
     code, _out, err = _cli(["replay", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
-    assert err == "telemetry: 11 spans exported, 0 dropped; 5 metric points exported, 0 dropped\n"
+    assert err == "telemetry: 17 spans exported, 0 dropped; 9 metric points exported, 0 dropped\n"
     root = next(s for s in receiver.spans() if s.name == "invoke_agent cafe-counter")
     assert root.start_time_unix_nano == ORIGIN
 
@@ -180,9 +180,9 @@ def test_cafe_export_sends_a_recording(receiver, tmp_path):
     code, out, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
     # The whole shift's tree, as a replay of it would give (issue 9), not just the calls.
-    assert out == f"exported 11 spans (3 model calls) from {path}\n"
-    assert err == "telemetry: 11 spans exported, 0 dropped\n"
-    assert len(receiver.spans()) == 11
+    assert out == f"exported 17 spans (5 model calls) from {path}\n"
+    assert err == "telemetry: 17 spans exported, 0 dropped\n"
+    assert len(receiver.spans()) == 17
 
 
 def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
@@ -193,7 +193,7 @@ def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
     assert code == TelemetryExportFailed.exit_code
     # One line: the error carries the telemetry report.
     assert err.count("\n") == 1
-    assert err.startswith("cafe: error: 11 of 11 spans were not exported (telemetry: 0 spans exported, 11 dropped")
+    assert err.startswith("cafe: error: 17 of 17 spans were not exported (telemetry: 0 spans exported, 17 dropped")
     assert "Traceback" not in err
 
 
@@ -276,7 +276,7 @@ def test_a_redirect_is_not_delivered(tmp_path, status):
         code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
                                 "--otlp", f"http://127.0.0.1:{port}"])
     assert code == TelemetryExportFailed.exit_code, err
-    assert "telemetry: 0 spans exported, 11 dropped" in err
+    assert "telemetry: 0 spans exported, 17 dropped" in err
     assert f"the receiver answered {status}, not 2xx" in err
 
 
@@ -291,7 +291,7 @@ def test_a_redirect_is_counted_under_its_status_in_the_self_observability_points
                        tracer=handle.tracer())
         handle.shutdown()
     points = {(p.name, p.error_type): p.value for p in handle.account.points()}
-    assert points[("otel.sdk.exporter.span.exported", "308")] == 11
+    assert points[("otel.sdk.exporter.span.exported", "308")] == 14  # the shift rejected: no ticket
     assert points[("otel.sdk.exporter.span.exported", None)] == 0
 
 
@@ -303,7 +303,7 @@ def test_cafe_export_waits_for_its_export_within_the_export_timeout_not_the_exit
         code, _out, err = _cli(["export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf",
                                "--otlp", f"http://127.0.0.1:{port}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "10000"})
     assert code == 0, err
-    assert err == "telemetry: 11 spans exported, 0 dropped\n"
+    assert err == "telemetry: 17 spans exported, 0 dropped\n"
 
 
 def test_an_export_still_in_flight_at_the_bound_is_unconfirmed_never_dropped(tmp_path):
@@ -323,8 +323,8 @@ def test_an_export_still_in_flight_at_the_bound_is_unconfirmed_never_dropped(tmp
         finally:
             release.set()
     assert code == TelemetryExportFailed.exit_code
-    assert "11 of 11 spans were not confirmed delivered (11 unconfirmed" in err
-    assert "0 spans exported, 0 dropped, 11 unconfirmed" in err
+    assert "17 of 17 spans were not confirmed delivered (17 unconfirmed" in err
+    assert "0 spans exported, 0 dropped, 17 unconfirmed" in err
 
 
 def test_an_export_its_receiver_took_and_never_answered_in_time_is_unconfirmed(tmp_path):
@@ -350,8 +350,8 @@ def test_an_export_its_receiver_took_and_never_answered_in_time_is_unconfirmed(t
             release.set()
     assert received.is_set()
     assert code == TelemetryExportFailed.exit_code
-    assert "11 of 11 spans were not confirmed delivered (11 unconfirmed" in err, err
-    assert "0 spans exported, 0 dropped, 11 unconfirmed" in err and "(ReadTimeout)" in err
+    assert "17 of 17 spans were not confirmed delivered (17 unconfirmed" in err, err
+    assert "0 spans exported, 0 dropped, 17 unconfirmed" in err and "(ReadTimeout)" in err
 
 
 def test_replay_show_with_otlp_draws_and_exports_the_recorded_timings(receiver, tmp_path):
@@ -425,8 +425,8 @@ def test_a_bare_otlp_never_swallows_the_recording_path(receiver, tmp_path, argv)
     code, out, err = _cli(filled, {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
                                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
     assert code == 0, err
-    assert f"replayed 3 call(s) from {path}" in out
-    assert "telemetry: 11 spans exported, 0 dropped" in err and receiver.spans()
+    assert f"replayed 5 call(s) from {path}" in out
+    assert "telemetry: 17 spans exported, 0 dropped" in err and receiver.spans()
 
 
 @pytest.mark.parametrize("argv", [
@@ -443,7 +443,7 @@ def test_an_endpoint_without_its_scheme_after_a_bare_otlp_is_the_endpoint(receiv
     code, _out, err = _cli(filled, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed_port()}",
                                     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
     assert code == 0, err
-    assert len(receiver.spans()) == 11  # sent to the word after --otlp, not to the environment's
+    assert len(receiver.spans()) == 17  # sent to the word after --otlp, not to the environment's
 
 
 def test_a_bare_otlp_on_export_takes_the_endpoint_from_the_environment(receiver, tmp_path):
@@ -453,4 +453,4 @@ def test_a_bare_otlp_on_export_takes_the_endpoint_from_the_environment(receiver,
     code, out, err = _cli(["export", "--otlp", str(path)], {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
                                                              "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
     assert code == 0, err
-    assert f"exported 11 spans (3 model calls) from {path}" in out
+    assert f"exported 17 spans (5 model calls) from {path}" in out

@@ -16,7 +16,7 @@ from cafe_otel._export.failsoft import GRACE_SECONDS
 
 from .conftest import closed_port, seed_shift
 
-SHIFT_SPANS = 11
+SHIFT_SPANS = 17  # the seed shift: invoke_agent, setup, 5 turns, 5 chats, 4 tools, wrapup
 SECRET = "CANARY-in-the-error-message"
 
 

@@ -38,8 +38,8 @@ def test_the_committed_recording_replays_to_its_golden_otlp():
 def test_a_changed_model_call_names_the_span_and_field_that_changed(tmp_path):
     changed = tmp_path / "changed.jsonl"
     text = RECORDING.read_text(encoding="utf-8")
-    assert text.count('"prompt_tokens": 60') == 1
-    changed.write_text(text.replace('"prompt_tokens": 60', '"prompt_tokens": 61'), encoding="utf-8")
+    assert text.count('"prompt_tokens":60') == 3  # the shift's three tool-calling turns
+    changed.write_text(text.replace('"prompt_tokens":60', '"prompt_tokens":61', 1), encoding="utf-8")
     with pytest.raises(GoldenMismatch) as caught:
         check_golden(changed, GOLDEN)
     message = str(caught.value)

@@ -63,7 +63,7 @@ def test_a_client_that_looks_at_the_current_span_gets_the_real_chat_span():
     client = _Peeking()
     spans = _spans(True, client)
     chats = [s for s in spans if s.name.startswith("chat ")]
-    assert len(chats) == len(client.seen) == 3
+    assert len(chats) == len(client.seen) == 5
     assert [span_id for span_id, _ in client.seen] == [s.context.span_id for s in chats]
     assert all(recording for _, recording in client.seen)
     assert all(s.attributes["gen_ai.request.max_tokens"] == 64 for s in chats)

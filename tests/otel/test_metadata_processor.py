@@ -127,9 +127,9 @@ def test_a_sanitiser_that_raises_drops_the_span_counts_it_and_raises_nothing():
 
     run = seed_shift(OTelTracer(provider, account=account))
     assert run.stop_reason == "answered"
-    assert account.dropped_redaction_failed == 12  # one + the shift's 11
+    assert account.dropped_redaction_failed == 18  # one + the shift's 17
     assert sink.get_finished_spans() == ()
-    assert "12 redaction failed" in account.summary()
+    assert "18 redaction failed" in account.summary()
 
 
 def test_a_raising_next_processor_is_contained():
@@ -142,7 +142,7 @@ def test_a_raising_next_processor_is_contained():
     provider.add_span_processor(MetadataOnlySpanProcessor(Exploding(InMemorySpanExporter()), account=account))
     run = seed_shift(OTelTracer(provider, account=account))
     assert run.stop_reason == "answered"
-    assert account.dropped_export_failed == 11
+    assert account.dropped_export_failed == 17
 
 
 def test_on_start_does_not_hand_the_live_span_on():

@@ -50,12 +50,13 @@ def test_token_usage_and_duration_follow_the_pinned_spec_on_the_seed_shift():
     usage = cafe.usage_of(tracer)
     tokens, token_points = found["gen_ai.client.token.usage"]
     assert (tokens.unit, type(tokens.data).__name__) == ("{token}", "Histogram")
-    assert _sum(token_points, **{"gen_ai.token.type": "input"}) == usage.input_tokens == 220
-    assert _sum(token_points, **{"gen_ai.token.type": "output"}) == usage.output_tokens == 30
+    # No decision given, so the order is rejected: priced, noted, proposed, answered.
+    assert _sum(token_points, **{"gen_ai.token.type": "input"}) == usage.input_tokens == 280
+    assert _sum(token_points, **{"gen_ai.token.type": "output"}) == usage.output_tokens == 42
     assert {tuple(p.explicit_bounds) for p in token_points} == {TOKEN_USAGE_BUCKETS}
     duration, duration_points = found["gen_ai.client.operation.duration"]
     assert duration.unit == "s"
-    assert sum(p.count for p in duration_points) == run.model_calls == usage.calls == 3
+    assert sum(p.count for p in duration_points) == run.model_calls == usage.calls == 4
     assert sum(p.sum for p in duration_points) == pytest.approx(usage.seconds)
     assert {tuple(p.explicit_bounds) for p in duration_points} == {DURATION_BUCKETS}
     [point] = duration_points
@@ -67,7 +68,8 @@ def test_token_usage_and_duration_follow_the_pinned_spec_on_the_seed_shift():
     assert [(dict(p.attributes), p.value) for p in shifts] == [({"cafe.stop_reason": "answered"}, 1)]
     tools = found["cafe.tool.executions"][1]
     assert [(dict(p.attributes), p.value) for p in tools] == [
-        ({"gen_ai.tool.name": "price_check", "cafe.tool.status": "ok"}, 2)]
+        ({"gen_ai.tool.name": "price_check", "cafe.tool.status": "ok"}, 2),
+        ({"gen_ai.tool.name": "propose_order", "cafe.tool.status": "rejected"}, 1)]
 
 
 def test_the_bucket_boundaries_are_the_1_41_1_spec_text():

@@ -69,7 +69,7 @@ def _three_ways(tmp_path: Path, client, script, decisions) -> tuple[list, list, 
 def test_the_built_in_shift_live_replayed_and_exported_gives_the_same_spans(tmp_path):
     live, replayed, exported = _three_ways(tmp_path, cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT,
                                            cafe.DEFAULT_DECISIONS)
-    assert len(live) == 11
+    assert len(live) == 17
     assert _tree(live) == _tree(replayed) == _tree(exported)
     # Times may differ, but each export sits on its recording's timeline, not the wall clock now.
     calls = cafe.load_recording(tmp_path / "shift.jsonl").calls
@@ -115,11 +115,11 @@ def test_a_recording_that_does_not_replay_exports_its_calls_through_the_same_map
 
     sink = InMemorySpanExporter()
     handle = _handle(sink)
-    assert export_recording(foreign, handle.provider) == 4
+    assert export_recording(foreign, handle.provider) == 5  # the order was rejected: 4 calls
     handle.shutdown(2.0)
     spans = list(sink.get_finished_spans())
     chats = [s for s in spans if s.name == "chat scripted-barista-1"]
-    assert len(chats) == 3 and all(s.kind.name == "CLIENT" for s in chats)
+    assert len(chats) == 4 and all(s.kind.name == "CLIENT" for s in chats)
     live_sink = InMemorySpanExporter()
     live = _handle(live_sink)
     cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=live.tracer())
@@ -147,7 +147,7 @@ def test_export_carries_content_only_when_asked(tmp_path, capture):
 
 
 @settings(database=None, max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(timings=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**8)), min_size=3, max_size=3),
+@given(timings=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**8)), min_size=4, max_size=4),
        origin=st.one_of(st.none(), st.integers(0, 2 * 10**9)))
 def test_any_recorded_timeline_puts_chats_at_their_calls_and_parents_around_children(tmp_path, timings, origin):
     """Recorded calls may overlap or run backwards (a stalled or stepped wall clock): each
@@ -161,7 +161,7 @@ def test_any_recorded_timeline_puts_chats_at_their_calls_and_parents_around_chil
     recording = replace(recording, calls=calls, header=replace(recording.header, clock_origin_unix_nano=origin))
     sink = InMemorySpanExporter()
     handle = _handle(sink)
-    assert export_recording(recording, handle.provider) == 11
+    assert export_recording(recording, handle.provider) == 14  # the order rejected: 4 calls
     handle.shutdown(2.0)
     spans = list(sink.get_finished_spans())
     by_id = {s.context.span_id: s for s in spans}

@@ -28,7 +28,7 @@ from cafe_otel._export.partial_success import RejectionCounter
 from tests.local_http import QuietHandler, serving
 
 SERVER_TEXT = "REJECTION-CANARY: the receiver's own words"
-SHIFT_SPANS = 11  # spans a default scripted shift makes (tests/otel/test_metrics_setup.py)
+SHIFT_SPANS = 14  # the built-in shift, its order rejected: agent, setup, 4 turns, 4 chats, 3 tools, wrapup
 
 Answer = Callable[[str, bytes], tuple[bytes, str]]  # (path, request body) -> (body, content type)
 

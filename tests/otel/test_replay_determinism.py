@@ -54,11 +54,11 @@ def test_two_replays_give_byte_identical_otlp(recording):
     assert first == second, diff(first, second)
     request = ExportTraceServiceRequest.FromString(first)
     spans = request.resource_spans[0].scope_spans[0].spans
-    assert len(spans) == 11
+    assert len(spans) == 17
     # On the recording's own timeline (one tick a second from its origin), not the wall
     # clock's: a wall-clock replay would start later than ORIGIN and differ run to run.
     assert min(span.start_time_unix_nano for span in spans) == ORIGIN
-    assert max(span.end_time_unix_nano for span in spans) == ORIGIN + 21 * 10**9
+    assert max(span.end_time_unix_nano for span in spans) == ORIGIN + 33 * 10**9  # 17 spans, 34 ticks
     resource = {kv.key for kv in request.resource_spans[0].resource.attributes}
     assert "service.instance.id" not in resource
 
@@ -108,7 +108,7 @@ def test_export_puts_each_recorded_call_on_its_recorded_timeline(recording):
     by_id = {s.context.span_id: s for s in spans}
     chats = [s for s in spans if s.name == "chat scripted-barista-1"]
     agent = next(s for s in spans if s.name == "invoke_agent cafe-counter")
-    assert len(chats) == len(calls) == 3
+    assert len(chats) == len(calls) == 5
     for number, (span, call) in enumerate(zip(chats, calls, strict=True), start=1):
         turn = by_id[span.parent.span_id]
         assert turn.name == f"turn {number}" and turn.parent.span_id == agent.context.span_id
@@ -138,9 +138,9 @@ def test_a_plain_seed_format_file_converts_on_a_synthetic_timeline(recording, tm
     data, spans = _export(plain)
     assert data == _export(plain)[0]
     chats = [s for s in spans if s.name.startswith("chat ")]
-    assert [(s.start_time, s.end_time) for s in chats] == [(1_000_000, 2_000_000), (3_000_000, 4_000_000),
-                                                           (5_000_000, 6_000_000)]
-    assert [s.attributes["gen_ai.usage.output_tokens"] for s in chats] == [12, 9, 9]
+    ticks = [(n * 1_000_000, (n + 1) * 1_000_000) for n in (1, 3, 5, 7, 9)]
+    assert [(s.start_time, s.end_time) for s in chats] == ticks
+    assert [s.attributes["gen_ai.usage.output_tokens"] for s in chats] == [12, 9, 12, 12, 9]
     assert chats[0].name == "chat scripted-barista-1"  # the model from the responses
 
 
@@ -156,14 +156,15 @@ def test_cafe_export_writes_deterministic_otlp(recording, tmp_path, kind):
     first, second = tmp_path / "a.otlp", tmp_path / "b.otlp"
     code, out, err = _cli(["export", str(source), "--out", str(first)])
     assert (code, err) == (0, ""), err
-    assert out == f"wrote 11 spans (3 model calls) to {first}\n"
+    assert out == f"wrote 17 spans (5 model calls) to {first}\n"
     assert _cli(["export", str(source), "--out", str(second)])[0] == 0
     assert first.read_bytes() == second.read_bytes()
     request = ExportTraceServiceRequest.FromString(first.read_bytes())
     names = [s.name for s in request.resource_spans[0].scope_spans[0].spans]
-    assert sorted(names) == sorted(["chat scripted-barista-1"] * 3 + ["invoke_agent cafe-counter"]
-                                   + ["execute_tool price_check"] * 2 + ["setup", "wrapup"]
-                                   + [f"turn {n}" for n in (1, 2, 3)])
+    assert sorted(names) == sorted(["chat scripted-barista-1"] * 5 + ["invoke_agent cafe-counter"]
+                                   + ["execute_tool price_check"] * 2 + ["execute_tool propose_order"]
+                                   + ["execute_tool fire_ticket"] + ["setup", "wrapup"]
+                                   + [f"turn {n}" for n in (1, 2, 3, 4, 5)])
 
 
 def test_the_plugin_is_found_through_its_entry_point():
@@ -186,5 +187,5 @@ def test_the_conversation_id_travels_from_the_recording_to_replays_and_exported_
     handle.shutdown(2.0)
     genai = [s for s in sink.get_finished_spans()
              if s.attributes.get("gen_ai.operation.name") in ("invoke_agent", "chat")]
-    assert len(genai) == 4
+    assert len(genai) == 5  # invoke_agent and 4 chats: the order was rejected
     assert {span.attributes.get("gen_ai.conversation.id") for span in genai} == {"shift-7f3a"}

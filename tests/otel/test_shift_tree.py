@@ -1,4 +1,5 @@
-"""Acceptance: the seed's two-line shift as OpenTelemetry spans, tree and totals."""
+"""Acceptance: the seed's two-line shift (an order priced, proposed, approved and fired) as
+OpenTelemetry spans, tree and totals."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ EXPECTED_TREE = [
     ("invoke_agent cafe-counter", "INTERNAL", {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": PROVIDER,
         "gen_ai.agent.name": "cafe-counter", "gen_ai.conversation.id": "shift-1",
-        "gen_ai.request.model": MODEL, "cafe.stop_reason": "answered", "cafe.shift.turns": 3,
-        "cafe.shift.tickets": 0,
-        # The agent span sums up its three model calls; the last one's finish reasons.
-        "gen_ai.usage.input_tokens": 220, "gen_ai.usage.output_tokens": 30, "gen_ai.request.temperature": 0.0,
+        "gen_ai.request.model": MODEL, "cafe.stop_reason": "answered", "cafe.shift.turns": 5,
+        "cafe.shift.tickets": 1,
+        # The agent span sums up its five model calls; the last one's finish reasons.
+        "gen_ai.usage.input_tokens": 340, "gen_ai.usage.output_tokens": 54, "gen_ai.request.temperature": 0.0,
         "gen_ai.response.finish_reasons": ("stop",),
     }, [
         ("setup", "INTERNAL", {"cafe.phase": "setup"}, []),
@@ -57,9 +58,35 @@ EXPECTED_TREE = [
                 "gen_ai.usage.input_tokens": 80, "gen_ai.usage.output_tokens": 9,
             }, []),
         ]),
-        ("turn 3", "INTERNAL", {"cafe.phase": "turn", "cafe.turn": 3, "cafe.stop_reason": "answered"}, [
+        ("turn 3", "INTERNAL", {"cafe.phase": "turn", "cafe.turn": 3}, [
             (f"chat {MODEL}", "CLIENT", {
                 **CHAT, "cafe.turn": 3, "gen_ai.response.id": "scripted-3",
+                "gen_ai.response.finish_reasons": ("tool_calls",),
+                "gen_ai.usage.input_tokens": 60, "gen_ai.usage.output_tokens": 12,
+                "cafe.gen_ai.tool_calls": ("propose_order",),
+            }, []),
+            ("execute_tool propose_order", "INTERNAL", {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "propose_order",
+                "gen_ai.tool.call.id": "call_3_1", "gen_ai.tool.type": "function", "cafe.turn": 3,
+                "cafe.tool.status": "approved",
+            }, []),
+        ]),
+        ("turn 4", "INTERNAL", {"cafe.phase": "turn", "cafe.turn": 4}, [
+            (f"chat {MODEL}", "CLIENT", {
+                **CHAT, "cafe.turn": 4, "gen_ai.response.id": "scripted-4",
+                "gen_ai.response.finish_reasons": ("tool_calls",),
+                "gen_ai.usage.input_tokens": 60, "gen_ai.usage.output_tokens": 12,
+                "cafe.gen_ai.tool_calls": ("fire_ticket",),
+            }, []),
+            ("execute_tool fire_ticket", "INTERNAL", {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fire_ticket",
+                "gen_ai.tool.call.id": "call_4_1", "gen_ai.tool.type": "function", "cafe.turn": 4,
+                "cafe.tool.status": "fired", "cafe.ticket.number": 1,
+            }, []),
+        ]),
+        ("turn 5", "INTERNAL", {"cafe.phase": "turn", "cafe.turn": 5, "cafe.stop_reason": "answered"}, [
+            (f"chat {MODEL}", "CLIENT", {
+                **CHAT, "cafe.turn": 5, "gen_ai.response.id": "scripted-5",
                 "gen_ai.response.finish_reasons": ("stop",),
                 "gen_ai.usage.input_tokens": 80, "gen_ai.usage.output_tokens": 9,
             }, []),
@@ -102,9 +129,9 @@ def test_token_totals_equal_usage_of(telemetry):
     seed_shift(tracer)
     usage = cafe.usage_of(tracer)
     chats = [s for s in telemetry.spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
-    assert len(chats) == usage.calls == 3
-    assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in chats) == usage.input_tokens == 220
-    assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in chats) == usage.output_tokens == 30
+    assert len(chats) == usage.calls == 5
+    assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in chats) == usage.input_tokens == 340
+    assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in chats) == usage.output_tokens == 54
 
 
 def test_the_harness_tree_is_unchanged_by_the_otel_tracer(telemetry):
@@ -139,7 +166,7 @@ def test_a_third_party_span_during_a_generation_nests_under_the_chat_span():
     spans = sink.get_finished_spans()
     by_id = {s.context.span_id: s for s in spans}
     http = [s for s in spans if s.name == "POST /v1/chat/completions"]
-    assert len(http) == 3
+    assert len(http) == 5
     for span in http:
         assert by_id[span.parent.span_id].name == "chat scripted-barista-1"
         assert span.context.trace_id == by_id[span.parent.span_id].context.trace_id
@@ -195,7 +222,7 @@ def test_a_failing_span_listener_is_counted_in_the_account_and_the_shift_goes_on
     tracer = OTelTracer(BrokenTracer(), account=account)
     run = seed_shift(tracer)
     assert run.stop_reason == "answered"
-    assert len(tracer.nodes()) == 11  # the tree listener still heard everything
-    assert tracer.listener_failures == 11 == account.snapshot().listener_errors
+    assert len(tracer.nodes()) == 17  # the tree listener still heard everything
+    assert tracer.listener_failures == 17 == account.snapshot().listener_errors
     assert "latte" not in account.summary() and "Broken" in account.summary()
-    assert "11 listener errors" in account.summary()
+    assert "17 listener errors" in account.summary()

@@ -82,7 +82,7 @@ def test_an_unfinished_recording_replays_its_calls(tmp_path: Path):
     path.write_bytes(b"".join(lines[:-2]))  # no end line and one call fewer: a crash between lines
     code, out, err = run_cli("replay", str(path))
     assert code == 0, err
-    assert "replayed 2 call(s)" in out
+    assert "replayed 4 call(s)" in out
 
 
 def test_recording_exists_remedy_works(tmp_path: Path):

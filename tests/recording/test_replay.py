@@ -48,9 +48,10 @@ def test_header_calls_timing_and_end(recorded: Path):
     assert head["seed"] == 5 and head["clock_origin_unix_nano"] == 1_700_000_000_000_000_000
     assert head["script"] == SCRIPT and head["model"] == "scripted-barista-1"
     assert head["recorded_at"] == "2023-11-14T22:13:20.000000Z"
-    assert [line["call"] for line in lines[1:-1]] == [1, 2, 3]
+    assert head["decisions"] == [["approve", None]]  # those make_responder was given
+    assert [line["call"] for line in lines[1:-1]] == [1, 2, 3, 4, 5]
     assert all(set(line["timing"]) == {"start_unix_nano", "duration_ns"} for line in lines[1:-1])
-    assert lines[-1]["end"]["model_calls"] == 3 and lines[-1]["end"]["stop_reason"] == "answered"
+    assert lines[-1]["end"]["model_calls"] == 5 and lines[-1]["end"]["stop_reason"] == "answered"
     assert recorded.stat().st_mode & 0o777 == 0o600
 
 
@@ -70,12 +71,16 @@ def test_legacy_request_response_lines_load_as_version_0(recorded: Path, tmp_pat
     calls = load_recording(recorded).calls
     legacy.write_text("".join(json.dumps({"request": c.request, "response": c.response}) + "\n" for c in calls))
     recording = load_recording(legacy)
-    assert recording.header.version == 0 and len(recording.calls) == 3 and recording.ending is None
+    assert recording.header.version == 0 and len(recording.calls) == 5 and recording.ending is None
     assert recording.calls[0].timing is None
-    run, _ = replay_shift(legacy)  # the script is read from the last request's user messages
-    assert run.model_calls == 3
+    # The script is read from the last request's user messages, and the customer's decisions
+    # from its propose_order results: the order was approved.
+    run, _ = replay_shift(legacy)
+    assert run.model_calls == 5 and [t.number for t in run.tickets] == [1]
     code, _out, err = run_cli("replay", str(legacy))
     assert code == 0, err
+    code, _out, err = run_cli("replay", str(legacy), "--decision", "reject")  # another customer
+    assert code == ReplayMismatch.exit_code and err.count("\n") == 1
 
 
 
@@ -87,7 +92,7 @@ def test_replays_of_two_recordings_without_an_id_get_two_ids_and_keep_each(tmp_p
                                  for c in load_recording(path).calls))  # another harness's file: no id
         return plain
 
-    first, second = legacy("first", ["A latte, please.", "That's all."]), legacy("second", ["A mocha, please."])
+    first, second = legacy("first", ["A latte, please."]), legacy("second", ["A mocha, please."])
     ids = [replay_shift(path)[0].conversation_id for path in (first, first, second)]
     assert ids[0] == ids[1]  # one recording replays under one id, so its replays stay byte-identical
     assert ids[0] != ids[2]  # two recordings are not merged into one session by a backend
@@ -116,8 +121,8 @@ def test_one_call_fewer_names_the_first_unused_call(recorded: Path, tmp_path: Pa
     with pytest.raises(UnusedCalls) as caught:
         replay_shift(recorded, SCRIPT[:1])
     error = caught.value
-    assert error.unused == 1 and error.first_call == 3
-    assert "1 recorded call(s) were never made, from call 3" in str(error)
+    assert error.unused == 3 and error.first_call == 3
+    assert "3 recorded call(s) were never made, from call 3" in str(error)
     assert "line 4: 7 messages, the last from user, 21 chars" in str(error) and "Nothing else" not in str(error)
     script = tmp_path / "short.txt"
     script.write_text(SCRIPT[0] + "\n")
@@ -128,7 +133,7 @@ def test_one_call_fewer_names_the_first_unused_call(recorded: Path, tmp_path: Pa
 def test_more_calls_than_recorded_is_exhaustion(recorded: Path, tmp_path: Path):
     with pytest.raises(RecordingExhausted) as caught:
         replay_shift(recorded, [*SCRIPT, "And a cookie."])
-    assert "call 4 was made, but the recording holds only 3" in str(caught.value)
+    assert "call 6 was made, but the recording holds only 5" in str(caught.value)
     script = tmp_path / "long.txt"
     script.write_text("\n".join([*SCRIPT, "And a cookie."]) + "\n")
     code, _, err = run_cli("replay", str(recorded), "--script", str(script))
@@ -263,7 +268,7 @@ def test_loading_leaves_the_garbage_collector_as_it_found_it(tmp_path, enabled):
     bad.write_bytes(b"not json\n")
     (gc.enable if enabled else gc.disable)()
     try:
-        assert len(load_recording(good).calls) == 3
+        assert len(load_recording(good).calls) == 4  # priced, proposed, rejected: nothing fired
         assert gc.isenabled() is enabled
         with pytest.raises(NotARecording):
             load_recording(bad)

@@ -153,7 +153,7 @@ def test_a_transcript_mismatch_writes_a_report_of_both_transcripts(recording, tm
     tampered.write_text("\n".join([*lines[:-1], json.dumps(ending)]) + "\n")
     code, out, err, page = _transcript_report(tampered, tmp_path)
     assert code == 44 and err.count("\n") == 1 and "wrote the mismatch report" in out
-    assert "every recorded call matched" in page and _calls(page)["matched"] == ["1", "2", "3"]
+    assert "every recorded call matched" in page and _calls(page)["matched"] == ["1", "2", "3", "4", "5"]
     assert "the recorded ending differs" in page and DEFAULT_SCRIPT[1] in page
     assert rows_of(page).tags.count("pre") == 2
 
