@@ -344,3 +344,50 @@ def test_a_scrubbed_shift_still_replays_with_a_matching_transcript(tmp_path: Pat
     assert code == 0, err
     assert "transcript matches" in out
 
+
+
+# --- the keyword table ------------------------------------------------------------------------
+
+
+def test_the_keyword_table_is_what_the_secret_patterns_give() -> None:
+    from cafe import _scan_keywords
+
+    assert _scan_keywords.TABLE.read_text(encoding="utf-8") == _scan_keywords.table_text(), (
+        f"cafe/{_scan_keywords.TABLE.name} is not what the secret patterns give: run `{_scan_keywords.REGENERATE}`")
+
+
+def test_every_keyword_of_the_secret_patterns_is_found_in_a_line() -> None:
+    from cafe import _scan_keywords
+    from cafe.privacy import DEFAULT_SECRET_PATTERNS
+
+    found = _scan_keywords.keywords([pattern for _, pattern in DEFAULT_SECRET_PATTERNS], keys=True)
+    assert found is not None
+    folded, cased = found
+    assert len(folded) > 100 and len(cased) > 10
+    scrubber = Scrubber()
+    for keyword in [*folded, *cased]:
+        for line in (keyword, b'{"content": "a latte ' + keyword + b' and a croissant"}'):
+            assert scrubber._may_match_pattern_bytes(line), keyword
+    for keyword in folded:  # what ignores case is found in capitals too
+        assert scrubber._may_match_pattern_bytes(b"a latte " + keyword.upper() + b" please"), keyword
+    assert not scrubber.may_need_scrubbing(json.dumps({"content": "A latte, please", "usage": {"prompt_tokens": 3}}))
+
+
+def test_a_configured_pattern_is_searched_for_by_its_own_keywords() -> None:
+    scrubber = Scrubber(extra_patterns=[r"zebra-[0-9]{6}"])
+    assert not scrubber.may_need_scrubbing('{"content": "a zebra crossing"}')
+    assert scrubber.may_need_scrubbing('{"content": "ticket zebra-123456"}')
+    assert scrubber.may_need_scrubbing('{"content": "Authorization: Basic abcdefgh"}')  # the defaults stay
+    # A pattern with no literal text to look for makes every line walk.
+    assert Scrubber(extra_patterns=[r"\w{12}"]).may_need_scrubbing('{"content": "a latte"}')
+
+
+def test_the_default_scrubber_reads_no_pattern_and_writes_nothing() -> None:
+    import subprocess
+    import sys
+
+    program = ("import sys, cafe, cafe.privacy; cafe.privacy.Scrubber().may_need_scrubbing(b'x');"
+               "print(sorted(m for m in sys.modules if m in ('cafe._scan_keywords', 're._parser')))")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert "cafe._scan_keywords" not in result.stdout, result.stdout

@@ -16,6 +16,10 @@ KEY = "sk-bench-not-a-real-key-0000"
     ({"content": "Authorization: Basic dXNlcjpwYXNzd29yZA=="}, True),
     ({"content": "a latte, ıf you please", "usage": {"prompt_tokens": 3}}, False),
     ({"content": "tokſn"}, False),
+    # A pattern that ignores case takes ſ for s, ı for i and the Kelvin sign for k.
+    ({"content": "export API_\u212aEY=abcdefgh1234"}, True),
+    ({"content": "db.paſſword = hunter2hunter2"}, True),
+    ({"content": "€4.50, \u212a and ı"}, False),
     ({"content": "my BEARER abcdefghijkl"}, True),
     ({"content": "ASIA" + "A" * 16}, True),
     ({"content": "the key: " + KEY}, True),
