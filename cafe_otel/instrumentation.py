@@ -38,7 +38,6 @@ account's line on stderr. The instrumentor is the `cafe_openai` instrumentor ent
 from __future__ import annotations
 
 import atexit
-import os
 import queue
 import re
 import sys
@@ -57,6 +56,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from cafe_otel import semconv as sc
+from cafe_otel._forks import ChildHook
 from cafe_otel._metrics.listener import ChatCall, MetricsListener
 from cafe_otel._spans.content import CaptureMode, capture_mode
 from cafe_otel._spans.scope import our_version
@@ -572,7 +572,7 @@ class CallBuilder:
         self._worker: threading.Thread | None = None
         self._starting = threading.Lock()
         self._closed = False
-        _watch_forks()
+        _FORKS.watch()
         _BUILDERS.add(self)
         # Registered after the providers' own exit hooks, so it runs before them (atexit
         # runs the last registered first): what is still queued reaches their processors.
@@ -659,17 +659,7 @@ def _forget_threads_in_child() -> None:
         builder._forget_thread()
 
 
-_fork_hook = threading.Lock()
-_fork_hook_registered = False
-
-
-def _watch_forks() -> None:
-    # Registered by the first builder, not on import: importing the module changes nothing.
-    global _fork_hook_registered
-    with _fork_hook:
-        if not _fork_hook_registered and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_forget_threads_in_child)
-            _fork_hook_registered = True
+_FORKS = ChildHook(_forget_threads_in_child)  # registered by the first builder, not on import
 
 
 class GenAIWireObserver:

@@ -17,7 +17,6 @@ the next one is `busy` at once, as `FailSoft(exclusive=True)` answers.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -30,6 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from cafe.trace import ALREADY_SHUTDOWN, BUSY, TIMEOUT, FailSoft, Outcome, report_failure
 from cafe_otel._export.attempts import AttemptLog
 from cafe_otel._export.settle import export_succeeded
+from cafe_otel._forks import ChildHook
 
 # The inner OTLP exporter is given the same timeout and starts its clock a little later:
 # without this grace, an export it completes in its last moments would be counted as lost
@@ -58,7 +58,7 @@ class ExportRunner:
         self._idle = idle
         self._stopped = False
         self._reset()
-        _watch_forks()
+        _FORKS.watch()
         _RUNNERS.add(self)
 
     def _reset(self) -> None:
@@ -148,17 +148,7 @@ def _after_fork_in_child() -> None:
         runner._reset()
 
 
-_fork_hook = threading.Lock()
-_fork_hook_registered = False
-
-
-def _watch_forks() -> None:
-    # Registered by the first runner, not on import: importing the module changes nothing.
-    global _fork_hook_registered
-    with _fork_hook:
-        if not _fork_hook_registered and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_after_fork_in_child)
-            _fork_hook_registered = True
+_FORKS = ChildHook(_after_fork_in_child)  # registered by the first runner, not on import
 
 
 class ExportBoundary:
