@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import cafe
 from cafe_otel import AdvancedOptions, BatchOptions, OTelTracer, TelemetryConfigError, configure, resolve_settings
 from cafe_otel._spans.content import CaptureMode
+from tests.timing import SCHEDULING_SLACK
 
 from .conftest import seed_shift
 
@@ -107,7 +108,7 @@ def test_sdk_disabled_gives_a_no_op_handle(value):
     assert seed_shift(tracer).stop_reason == "answered"
     started = time.monotonic()
     assert handle.shutdown(5.0) == 0.0
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < SCHEDULING_SLACK  # nothing waited: far below the 5 s bound
     assert handle.force_flush() is True
 
 

@@ -14,6 +14,7 @@ from cafe_otel import BatchOptions, MetricsOptions, TelemetryConfigError, config
 from cafe_otel._config.metrics import resolve_metric_settings
 from cafe_otel._config.settings import resolve_settings
 from cafe_otel._export.metrics_export import count_points
+from tests.timing import SCHEDULING_SLACK
 
 
 class Metrics(MetricExporter):
@@ -70,7 +71,7 @@ def test_a_failing_metrics_exporter_costs_nothing_and_is_counted_by_cause(behavi
     took = time.monotonic() - started
     metrics.release.set()
     assert run.stop_reason == "answered"
-    assert took < 1.0  # the bound holds for metrics too (0.3 s and a little for the thread)
+    assert took < 0.3 + SCHEDULING_SLACK  # the bound holds for metrics too (the export hangs 30 s)
     points = {(p.name, p.error_type): p.value for p in handle.account.points()}
     assert points[point] == 7
     assert "said no" not in handle.account.summary() and "pw@" not in handle.account.summary()
