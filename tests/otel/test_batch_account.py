@@ -126,7 +126,9 @@ def test_exported_plus_dropped_is_every_sampled_span_whatever_the_exporter_does(
             processor.force_flush(int(TIMEOUT * 1000))
     started = time.monotonic()
     processor.shutdown()
-    assert time.monotonic() - started < 0.1 + SCHEDULING_SLACK  # bounded, whatever the exporter does
+    # It returns, whatever the exporter does. This test's hangs (HANG) are shorter than the
+    # slack: that a shutdown never waits a hang out is the 6 s hang test's to show, below.
+    assert time.monotonic() - started < 0.1 + SCHEDULING_SLACK
     for _ in range(after_shutdown):
         tracer.start_span("sampled").end()
     made += after_shutdown

@@ -71,7 +71,7 @@ def test_a_failing_metrics_exporter_costs_nothing_and_is_counted_by_cause(behavi
     took = time.monotonic() - started
     metrics.release.set()
     assert run.stop_reason == "answered"
-    assert took < 0.3 + SCHEDULING_SLACK  # the bound holds for metrics too (the export hangs 30 s)
+    assert took < 0.3 + SCHEDULING_SLACK  # the bound holds for metrics too (a hung export waits 30 s)
     points = {(p.name, p.error_type): p.value for p in handle.account.points()}
     assert points[point] == 7
     assert "said no" not in handle.account.summary() and "pw@" not in handle.account.summary()
