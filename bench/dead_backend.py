@@ -34,8 +34,8 @@ SHORT_BOUND = 0.5  # an explicit handle.shutdown(timeout) for the second exit fi
 def child(mode: str, endpoint: str, shifts: int, latency: float, bound: str = "default") -> None:
     import logging
 
-    from cafe import ScriptedClient, make_responder, run_shift
-    from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+    from cafe.counter import ScriptedClient, make_responder, run_shift
+    from cafe.counter.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 
     logging.disable(logging.CRITICAL)  # the exporters' retry warnings are not the point here
 

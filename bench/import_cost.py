@@ -30,7 +30,8 @@ from bench.table import Figure
 REPO = Path(__file__).resolve().parents[1]
 NUMBER = 6
 
-EAGER_CAFE = "import cafe.consent, cafe.executor, cafe.handover, cafe.loop, cafe.recording, cafe.trace, openai"
+EAGER_CAFE = ("import cafe.counter.consent, cafe.counter.executor, cafe.counter.handover, cafe.counter.loop, "
+              "cafe.recording, cafe.trace, openai")
 VARIANTS = {  # name: (set-up, the statement timed)
     "cafe": ("pass", "import cafe"),
     "cafe eager": ("pass", EAGER_CAFE),

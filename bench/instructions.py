@@ -38,8 +38,8 @@ class Count:
 def _loop(variant: str) -> tuple[Callable[[], None], Callable[[], object], Callable[[], int]]:
     """(one call, a flush, spans lost so far) for `variant`."""
     from bench.nothing import NothingExporter
-    from bench.overhead import InstantClient, _call, _configure, exported_shape
-    from cafe.trace.tracing_client import TracingClient
+    from bench.workload import InstantClient, _call, _configure, exported_shape
+    from cafe.counter.clients.tracing import TracingClient
 
     call = _call()
     if variant == "sdk":

@@ -36,8 +36,8 @@ def rss_mb() -> float:
 def child(mode: str, endpoint: str, rate: float, seconds: float) -> None:
     import logging
 
-    from cafe import ScriptedClient, make_responder, run_shift
-    from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+    from cafe.counter import ScriptedClient, make_responder, run_shift
+    from cafe.counter.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 
     logging.disable(logging.CRITICAL)
     handle = None

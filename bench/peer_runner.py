@@ -228,8 +228,8 @@ def _sdk_span(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
 
 
 def _bare_live(spec: dict[str, Any]) -> Prepared:
-    from cafe.clients.live import LiveClient
-    from cafe.clients.settings import LiveSettings
+    from cafe.counter.clients.live import LiveClient
+    from cafe.counter.clients.settings import LiveSettings
 
     settings = LiveSettings.from_env({"CAFE_BASE_URL": spec["base_url"], "CAFE_API_KEY": API_KEY,
                                       "CAFE_MODEL": spec["model"]})

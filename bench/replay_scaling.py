@@ -35,7 +35,8 @@ from bench import vcr_baseline
 from bench.stats import interleaved, median
 from bench.synthetic import SyntheticCall, synthetic_calls, write_recording
 from bench.table import Figure
-from cafe.recording import ReplayClient, Scrubber, load_recording
+from cafe.counter import ReplayClient
+from cafe.recording import Scrubber, load_recording
 
 FULL_SIZES = (100, 1_000, 10_000)
 SMOKE_SIZES = (100, 1_000)

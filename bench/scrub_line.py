@@ -20,10 +20,11 @@ from typing import Any
 
 from bench.stats import interleaved, time_per_op
 from bench.table import Figure
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
+from cafe.counter import record_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
 from cafe.privacy import DEFAULT_SECRET_PATTERNS, Scrubber
-from cafe.recording import load_recording, record_shift
+from cafe.recording import load_recording
 
 KEY = "sk-bench-0123456789abcdef0123"
 

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from bench.stats import interleaved
 from bench.table import Figure
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
-from cafe.loop import run_shift
-from cafe.recording import record_shift
+from cafe.counter import record_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
+from cafe.counter.loop import run_shift
 from cafe.trace.tracer import Tracer
 
 SIZES = (10, 100, 1_000)

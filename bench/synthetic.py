@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cafe.clients.base import Message, Response, make_response, tool_call
-from cafe.menu import EIGHTY_SIXED, MENU
-from cafe.prompt import SYSTEM_PROMPT
+from cafe.counter.clients.base import Message, Response, make_response, tool_call
+from cafe.counter.menu import EIGHTY_SIXED, MENU
+from cafe.counter.prompt import SYSTEM_PROMPT
+from cafe.counter.tools import PRICE_CHECK, TOOL_SCHEMAS
 from cafe.recording import FORMAT_VERSION, Header, RecordingWriter, Timing
-from cafe.tools import PRICE_CHECK, TOOL_SCHEMAS
 
 MODEL = "gpt-4o-mini-2024-07-18"
 PROVIDER = "openai"

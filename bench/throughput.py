@@ -52,8 +52,8 @@ def child(endpoint: str, rate: float, seconds: float, queue: int, batch: int, de
     import logging
 
     import cafe_otel
-    from cafe import ScriptedClient, make_responder, run_shift
-    from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+    from cafe.counter import ScriptedClient, make_responder, run_shift
+    from cafe.counter.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 
     logging.disable(logging.CRITICAL)
     handle = cafe_otel.configure("bench-throughput", endpoint=endpoint, protocol="grpc", environ={},

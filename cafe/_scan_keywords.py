@@ -8,8 +8,8 @@ cannot hold anything the pattern matches. A pattern whose pieces cannot be read 
 back-reference, a run of `.` only) has none, and makes every line walk.
 
 Reading the pieces of the default patterns and building their search takes about a second, so
-it is done once, here, and its result kept in `cafe/_scan_table.py`; `Scrubber` only compiles
-that table. `python -m cafe._scan_keywords` writes the table again, and
+it is done once, and its result kept in `cafe/_scan_table.py`; `Scrubber` only compiles
+that table. `python -m cafe._scan_generate` writes the table again, and
 `tests/recording/test_privacy.py` fails while the committed one is not what the patterns
 give. A configured pattern (`CAFE_SCRUB_PATTERNS`) is read here when a scrubber is made with it.
 """
@@ -20,10 +20,8 @@ import json
 import re
 import re._constants as _sre  # type: ignore[import-not-found]
 import re._parser as _sre_parse  # type: ignore[import-not-found]
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 _PIECE_LIMIT = 64  # texts a piece's set may hold before it is cut short
@@ -358,17 +356,16 @@ class Searches:
     cased: tuple[tuple[bytes, bytes], ...]
 
 
-def keywords(patterns: Iterable[str], *, keys: bool) -> tuple[set[bytes], set[bytes]] | None:
+def keywords(patterns: Iterable[str], *, key_pattern: str | None = None) -> tuple[set[bytes], set[bytes]] | None:
     """The texts (UTF-8) one of which a line holds wherever it holds a match of one of
-    `patterns` (and, with `keys`, a secret-named key), as (lower-case ones, which a line
-    lower-cased holds, ones with capitals), or None when a pattern has none."""
-    from cafe.privacy import _SECRET_KEY
-
+    `patterns` (and of `key_pattern`, the secret-named keys' pattern, when given), as
+    (lower-case ones, which a line lower-cased holds, ones with capitals), or None when a
+    pattern has none."""
     folded: set[bytes] = set()
     cased: set[bytes] = set()
     helds = [_pieces(pattern) for pattern in patterns]
-    if keys:
-        helds.append(_sequence(list(_sre_parse.parse(_SECRET_KEY.pattern)), True, frozenset({_KEY_END})).held)
+    if key_pattern is not None:
+        helds.append(_sequence(list(_sre_parse.parse(key_pattern)), True, frozenset({_KEY_END})).held)
     for held in helds:
         if held is None:
             return None
@@ -386,9 +383,9 @@ def keywords(patterns: Iterable[str], *, keys: bool) -> tuple[set[bytes], set[by
     return folded, cased
 
 
-def searches(patterns: Iterable[str], *, keys: bool) -> Searches | None:
-    """The searches for `patterns`' keywords (and, with `keys`, the secret-named keys')."""
-    found = keywords(patterns, keys=keys)
+def searches(patterns: Iterable[str], *, key_pattern: str | None = None) -> Searches | None:
+    """The searches for `patterns`' keywords (and `key_pattern`'s, when given)."""
+    found = keywords(patterns, key_pattern=key_pattern)
     if found is None:
         return None
     folded, cased = found
@@ -400,58 +397,3 @@ def searches(patterns: Iterable[str], *, keys: bool) -> Searches | None:
 
 def _holds_any(text: bytes, texts: set[bytes]) -> bool:
     return any(text[start:end] in texts for start in range(len(text)) for end in range(start + 1, len(text) + 1))
-
-
-TABLE = Path(__file__).with_name("_scan_table.py")
-REGENERATE = "python -m cafe._scan_keywords"
-
-
-def table_text() -> str:
-    """The text of `cafe/_scan_table.py`: the default patterns' searches."""
-    from cafe.privacy import DEFAULT_SECRET_PATTERNS
-
-    found = searches([pattern for _, pattern in DEFAULT_SECRET_PATTERNS], keys=True)
-    assert found is not None, "every default pattern has pieces"
-    lines = [
-        '"""The searches for the default secret patterns\' keywords, as `cafe._scan_keywords`',
-        "derives them from `cafe.privacy.DEFAULT_SECRET_PATTERNS` and the secret-named keys.",
-        "",
-        f"Written by `{REGENERATE}`; do not edit. tests/recording/test_privacy.py fails",
-        'while this is not what the patterns give."""',
-        "",
-        "# (stop, expression): a line holds a keyword if, for one pair, the expression is found",
-        "# from the stop's first place in the line on. FOLDED runs on the line lower-cased.",
-    ]
-    for name, pairs in (("FOLDED", found.folded), ("CASED", found.cased)):
-        lines.append(f"{name}: tuple[tuple[bytes, bytes], ...] = (")
-        for stop, expression in pairs:
-            lines.append(f"    ({stop!r},")
-            lines += [f"     {chunk!r}" for chunk in _chunks(expression)]
-            lines[-1] += "),"
-        lines.append(")")
-    return "\n".join(lines) + "\n"
-
-
-def _chunks(expression: bytes, width: int = 100) -> list[bytes]:
-    """`expression` cut into pieces whose literals are at most `width` characters long."""
-    chunks = [b""]
-    for value in expression:
-        character = bytes([value])
-        if len(repr(chunks[-1] + character)) > width:
-            chunks.append(b"")
-        chunks[-1] += character
-    return chunks
-
-
-def main(argv: list[str]) -> int:
-    if argv:
-        print(f"usage: {REGENERATE}  (writes {TABLE.name} from the secret patterns)", file=sys.stderr)
-        return 2
-    TABLE.write_text(table_text(), encoding="utf-8")
-    print(f"wrote {TABLE}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
-

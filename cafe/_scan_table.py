@@ -1,7 +1,7 @@
 """The searches for the default secret patterns' keywords, as `cafe._scan_keywords`
 derives them from `cafe.privacy.DEFAULT_SECRET_PATTERNS` and the secret-named keys.
 
-Written by `python -m cafe._scan_keywords`; do not edit. tests/recording/test_privacy.py fails
+Written by `python -m cafe._scan_generate`; do not edit. tests/recording/test_privacy.py fails
 while this is not what the patterns give."""
 
 # (stop, expression): a line holds a keyword if, for one pair, the expression is found

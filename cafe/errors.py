@@ -7,23 +7,23 @@ this one, and what its code means (tests/test_errors.py checks this tree against
 classes, and docs/cli.md's exit table is made from it):
 
 * CafeError [1]: an error no more particular code names (the canned replies ran out)
-  * CannedRepliesExhausted [1] (cafe.clients.canned)
+  * CannedRepliesExhausted [1] (cafe.counter.clients.canned)
   * UsageError [2]: usage: a bad option or argument
     * UnusableIgnorePath [2] (cafe.recording.errors)
     * NothingToExportTo [2] (cafe_otel._cli.plugin)
   * ConfigurationError [20]: configuration: missing live settings, an API key under 8 characters or one HTTP
       cannot send, a bad base URL, `CAFE_MODE`, `CAFE_TIMEOUT` or `CAFE_MAX_RETRIES`, bad OTel settings
     * MissingSettings [20]
-    * ApiKeyTooShort [20] (cafe.clients.settings)
-    * ApiKeyUnsendable [20] (cafe.clients.settings)
-    * InvalidLiveSetting [20] (cafe.clients.settings)
-    * UnknownMode [20] (cafe.clients.choose)
+    * ApiKeyTooShort [20] (cafe.counter.clients.settings)
+    * ApiKeyUnsendable [20] (cafe.counter.clients.settings)
+    * InvalidLiveSetting [20] (cafe.counter.clients.settings)
+    * UnknownMode [20] (cafe.counter.clients.choose)
     * TelemetryConfigError [20] (cafe_otel._config.parse)
       * SpanLimitError [20] (cafe_otel._config.environment)
       * GrpcExtraMissing [20] (cafe_otel._export.grpc_extra)
   * ModelCallError [21]: the model endpoint failed, timed out or answered a malformed reply (the field is
       named)
-    * MalformedReply [21] (cafe.clients.reply)
+    * MalformedReply [21] (cafe.counter.clients.reply)
   * ConversationError [22]: a conversation that must not be sent (refused before any network call)
     * UnknownToolCallId [22]
     * NotJSON [22]
@@ -40,7 +40,7 @@ classes, and docs/cli.md's exit table is made from it):
     * TruncatedRecording [35] (cafe.recording.errors): a truncated last line (`--allow-truncated` uses the
         calls before it)
     * RecordingExists [36] (cafe.recording.errors): a recording exists (record mode `once`)
-      * KeptRecordingExists [36] (cafe_otel._cli.demo)
+      * KeptRecordingExists [36] (cafe_otel._counter.demo)
     * RecordingDisabled [37] (cafe.recording.errors): recording forbidden (record mode `none`)
     * RecordingNotClean [39] (cafe.recording.errors): `check-recording` found secrets or customer-like data
     * ReplayError [40] (cafe.recording.errors): a replay that did not make the recorded calls
@@ -54,8 +54,8 @@ classes, and docs/cli.md's exit table is made from it):
           its exit (killed, `os._exit`)
   * Unwritable [38]: a path not writable: not a regular file of ours, `PATH.partial` in the way, an output
       that would replace an input or a recording, a page that exists, or a write that failed
-  * GoldenMissing [46] (cafe_otel._offline.golden): no golden OTLP file
-  * GoldenMismatch [47] (cafe_otel._offline.golden): the replay's OTLP differs from the golden file
+  * GoldenMissing [46] (cafe_otel._counter.golden): no golden OTLP file
+  * GoldenMismatch [47] (cafe_otel._counter.golden): the replay's OTLP differs from the golden file
   * TelemetryExportFailed [48] (cafe_otel._cli.plugin): `cafe export`: spans were not confirmed delivered
       (lost, or unanswered when its wait ended)
   * StackError [60] (otelstack.errors): `otelstack up`/`down`: the stack directory or a file in it is not a

@@ -54,9 +54,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 if TYPE_CHECKING:
+    from cafe.counter.replay_client import ReplayClient
     from cafe.recording.errors import ReplayError
     from cafe.recording.modes import RecordMode
-    from cafe.recording.replay import ReplayClient
 
 # The values of cafe.recording.modes.RecordMode, spelt out so that adding the option does
 # not import cafe.recording (a test keeps the two equal).
@@ -273,8 +273,8 @@ def cafe_model_client(request: pytest.FixtureRequest) -> Any:
     the ini option cafe_record_offline, the marker's record_offline=True). With neither,
     the test fails: a recording of the scripted model made by accident would pass for a
     real one. Override this fixture in a conftest.py to record through another client."""
-    from cafe.clients.choose import chosen_mode, get_client
-    from cafe.clients.scripted import ScriptedClient
+    from cafe.counter.clients.choose import chosen_mode, get_client
+    from cafe.counter.clients.scripted import ScriptedClient
     from cafe.errors import ConfigurationError
 
     failure = None
@@ -302,10 +302,10 @@ def cafe_model_client(request: pytest.FixtureRequest) -> Any:
 def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A chat client that records this test's model calls on its first run and replays
     them afterwards, with the network refused and exhaustion checked."""
+    from cafe.counter.replay_client import ReplayClient
     from cafe.recording.errors import RecordingError, TruncatedRecording
     from cafe.recording.modes import RecordMode
     from cafe.recording.reader import load_recording
-    from cafe.recording.replay import ReplayClient
 
     options = marker_options(request)
     mode = record_mode(request.config)
@@ -345,8 +345,8 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
+    from cafe.counter.recording_client import RecordingClient
     from cafe.recording.modes import RecordMode
-    from cafe.recording.writer import RecordingClient
 
     request.node.stash[_RECORDING_TO] = path
     inner = request.getfixturevalue("cafe_model_client")

@@ -43,9 +43,8 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
-from cafe import Tracer
 from cafe.privacy import Scrubber
-from cafe.trace import Clock, fail_soft
+from cafe.trace import Clock, Tracer, fail_soft
 from cafe_otel import semconv as sc
 from cafe_otel._config import TelemetryConfig, resolve
 from cafe_otel._config.capture import CaptureMode
@@ -72,7 +71,8 @@ from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel._spans.tracer import OTelTracer
 
 if TYPE_CHECKING:
-    from cafe_otel.instrumentation import CallBuilder, GenAIWireObserver
+    from cafe_otel._wire.builder import CallBuilder
+    from cafe_otel._wire.observer import GenAIWireObserver
 
 REPLAY_HASH_KEY = b"cafe-otel replay"
 
@@ -119,10 +119,10 @@ class TelemetryHandle:
         kept out of every exported byte. None when telemetry is disabled.
 
         Each call's span and metrics are built on the handle's one builder thread
-        (`cafe_otel.instrumentation.CallBuilder`), which `force_flush`, `shutdown`, every
+        (`cafe_otel._wire.builder.CallBuilder`), which `force_flush`, `shutdown`, every
         metrics collection and the process's exit drain first."""
         from cafe_otel._spans.scope import otel_tracer_of
-        from cafe_otel.instrumentation import GenAIWireObserver
+        from cafe_otel._wire.observer import GenAIWireObserver
 
         if self.provider is None:
             return None
@@ -134,7 +134,7 @@ class TelemetryHandle:
             builder=None if self._closed else self._call_builder())
 
     def _call_builder(self) -> CallBuilder:
-        from cafe_otel.instrumentation import CallBuilder
+        from cafe_otel._wire.builder import CallBuilder
 
         with self._builder_lock:
             if self._builder is None:

@@ -13,27 +13,32 @@ import cafe
 
 PINNED = {
     "cafe": {
-        'AGENT_NAME', 'STORY_DECISIONS', 'STORY_SCRIPT', 'StoryClient', 'TOOL_NAMES',
-        'CafeError', 'CannedClient', 'ChatClient', 'ConfigurationError', 'ConsentDecision', 'ConsentGate',
-        'ConsentOutcome', 'DEFAULT_DECISIONS', 'DEFAULT_SCRIPT', 'EIGHTY_SIXED', 'LiveClient',
-        'LiveSettings', 'MENU', 'MissingSettings', 'ModelCallError', 'NullTracer', 'ProtectedExecutor',
-        'RecordMode', 'RecordingClient', 'RecordingError', 'RecordingExhausted', 'ReplayClient',
-        'ReplayMismatch', 'STOP_REASONS', 'SYSTEM_PROMPT', 'ScriptedClient', 'ShiftRun', 'SpanNode',
-        'StopReason', 'TOOL_SCHEMAS', 'TickClock', 'ToolStatus', 'Tracer', 'TracingClient',
-        'UnknownToolCallId', 'UnusedCalls', 'Usage', 'export_fail_soft', 'get_client', 'handover_note',
-        'load_recording', 'load_records', 'make_responder', 'record_shift', 'replay_shift', 'run_shift',
-        'transcript', 'usage_of'
+        'CafeError', 'ConfigurationError', 'ConsentDecision', 'ConsentOutcome', 'MissingSettings',
+        'ModelCallError', 'NullTracer', 'RecordMode', 'RecordingError', 'RecordingExhausted', 'ReplayMismatch',
+        'SpanNode', 'StopReason', 'TickClock', 'ToolStatus', 'Tracer', 'UnknownToolCallId', 'UnusedCalls',
+        'Usage', 'export_fail_soft', 'load_recording', 'load_records', 'usage_of'
+    },
+    "cafe.apis": {
+        'APIS', 'Api', 'CallRequest', 'CallResponse', 'EventSplitter', 'Message', 'ModelCall', 'NO_RESPONSE',
+        'NO_USAGE', 'Operation', 'Part', 'RequestContent', 'StreamReading', 'ToolCall', 'Usage', 'api_for',
+        'assembled', 'read_exchange', 'request_summary', 'text_of'
+    },
+    "cafe.counter": {
+        'AGENT_NAME', 'CannedClient', 'ChatClient', 'ConsentGate', 'DEFAULT_DECISIONS', 'DEFAULT_SCRIPT',
+        'EIGHTY_SIXED', 'LiveClient', 'LiveSettings', 'MENU', 'ProtectedExecutor', 'RecordingClient',
+        'ReplayClient', 'SHIFT_WORDS', 'STOP_REASONS', 'STORY_DECISIONS', 'STORY_SCRIPT', 'SYSTEM_PROMPT',
+        'ScriptedClient', 'ShiftRun', 'StoryClient', 'TOOL_NAMES', 'TOOL_SCHEMAS', 'TracingClient',
+        'decisions_shown', 'get_client', 'handover_note', 'make_responder', 'record_shift', 'replay_shift',
+        'responder_of', 'run_shift', 'script_of', 'transcript'
     },
     "cafe.cli": {'main'},
     "cafe.recording": {
         'DEFAULT_SECRET_PATTERNS', 'Ending', 'FORMAT_VERSION', 'Header', 'MalformedLine', 'NetworkRefused',
-        'NotARecording', 'RecordMode', 'RecordedCall', 'RecordedTimeline', 'Recording',
-        'RecordingClient', 'RecordingDisabled',
+        'NotARecording', 'RecordMode', 'RecordedCall', 'RecordedTimeline', 'Recording', 'RecordingDisabled',
         'RecordingError', 'RecordingExhausted', 'RecordingExists', 'RecordingNotClean', 'RecordingNotFound',
-        'RecordingUnwritable', 'RecordingWriter', 'ReplayClient', 'ReplayError', 'ReplayMismatch',
+        'RecordingUnwritable', 'RecordingWriter', 'ReplayError', 'ReplayMismatch',
         'Scrubber', 'Timeline', 'Timing', 'TranscriptMismatch', 'TruncatedRecording', 'UnsupportedVersion',
-        'UnusedCalls', 'call_windows', 'decisions_shown', 'load_recording', 'load_records', 'normalise',
-        'record_shift', 'replay_shift', 'responder_of', 'script_of'
+        'UnusedCalls', 'call_windows', 'load_recording', 'load_records', 'normalise', 'replay_into'
     },
     "cafe.wire": {
         'AsyncObservedTransport', 'AsyncRecordingTransport', 'CallObserver', 'CallOutcome', 'Clock',
@@ -62,14 +67,16 @@ def test_the_face_is_what_is_pinned(module: str) -> None:
     assert missing == []
 
 
-def test_cafe_types_the_names_it_loads_on_first_use() -> None:
-    """`cafe` loads its names lazily (`_EXPORTS`) and names them for type checkers in its
-    TYPE_CHECKING block: the two say the same names, from the same modules."""
-    tree = ast.parse(Path(cafe.__file__).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module", ["cafe", "cafe.counter"])
+def test_a_lazy_face_types_the_names_it_loads_on_first_use(module: str) -> None:
+    """`cafe` and `cafe.counter` load their names lazily (`_EXPORTS`) and name them for type
+    checkers in their TYPE_CHECKING block: the two say the same names, from the same modules."""
+    face = importlib.import_module(module)
+    tree = ast.parse(Path(str(face.__file__)).read_text(encoding="utf-8"))
     (block,) = (node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
     typed = {alias.asname or alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom)
              for alias in node.names}
-    assert typed == cafe._EXPORTS
+    assert typed == face._EXPORTS
     assert all(alias.asname == alias.name for node in block.body if isinstance(node, ast.ImportFrom)
                for alias in node.names), "a name typed but not re-exported"
 
@@ -89,7 +96,8 @@ PUBLIC_OTEL_MODULES = {"__init__.py", "agent.py", "instrumentation.py", "semconv
 
 def test_cafe_otel_keeps_its_inside_private_behind_three_public_modules() -> None:
     """Everything else lives in a private package grouped by job (`_config`, `_spans`,
-    `_privacy`, `_export`, `_metrics`, `_offline`, `_cli`) or `_configure.py`."""
+    `_privacy`, `_export`, `_metrics`, `_offline`, `_cli`, `_wire`; the café example's
+    side, `_counter`) or `_configure.py`."""
     import cafe_otel
 
     package = Path(cafe_otel.__file__).parent
@@ -99,4 +107,21 @@ def test_cafe_otel_keeps_its_inside_private_behind_three_public_modules() -> Non
     assert public == PUBLIC_OTEL_MODULES
     groups = sorted(path.name for path in package.iterdir() if path.is_dir() and path.name.startswith("_")
                     and path.name != "__pycache__")
-    assert groups == ["_cli", "_config", "_export", "_metrics", "_offline", "_privacy", "_spans"]
+    assert groups == ["_cli", "_config", "_counter", "_export", "_metrics", "_offline", "_privacy", "_spans", "_wire"]
+
+
+@pytest.mark.parametrize(("face", "name"), [("cafe", "record_shift"), ("cafe", "ScriptedClient"),
+                                            ("cafe", "transcript"), ("cafe.recording", "ReplayClient"),
+                                            ("cafe.trace", "TracingClient")])
+def test_a_name_that_moved_to_the_example_is_found_where_it_was_with_a_warning_naming_where(
+        face: str, name: str) -> None:
+    import cafe.counter
+
+    with pytest.warns(DeprecationWarning, match=rf"{face}\.{name} moved to cafe\.counter\.{name}"):
+        value = getattr(importlib.import_module(face), name)
+    assert value is getattr(cafe.counter, name)
+
+
+def test_a_name_no_face_ever_held_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        cafe.no_such_name  # noqa: B018

@@ -35,7 +35,7 @@ SPEAKS_FOR: dict[str, tuple[str, ...]] = {
     "cafe/wire/_pytest.py": (PYTEST,),
     "cafe/recording/check.py": ("check-recording",),
     "cafe/recording/errors.py": ("replay", "export", "golden"),
-    "cafe_otel/_offline/golden.py": ("golden",),
+    "cafe_otel/_counter/golden.py": ("golden",),
 }
 
 
@@ -145,7 +145,7 @@ def test_the_source_names_flags_somewhere() -> None:
     flags = {(m.where.split(":")[0], m.flag) for m in source_mentions()}
     assert ("cafe_otel/_cli/plugin.py", "--otlp") in flags
     assert ("cafe/pytest_plugin.py", "--cafe-record-mode") in flags
-    assert ("cafe/cli/commands.py", "--decision") in flags
+    assert ("cafe/counter/cli.py", "--decision") in flags
 
 
 def test_every_flag_named_in_the_source_exists(commands, pytestconfig) -> None:

@@ -20,7 +20,7 @@ from cafe.cli.plugins import PluginLoader, installed_plugins
 from cafe.cli.terminal import DEBUG_VARIABLE, EscapingStream, one_line
 from cafe.cli.termination import EXIT_TERMINATED, Terminated, terminated_as_interrupt
 from cafe.errors import CafeError, Unwritable
-from cafe.loop import new_conversation_id
+from cafe.trace.ids import new_conversation_id
 
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130  # what a shell reports for a process ended by Ctrl-C

@@ -1,27 +1,27 @@
 """The `cafe` parser: every command, its arguments and the function that runs it.
 
 Each command sets `run(args, environ, out, err) -> exit code` with `set_defaults`, a
-plugin's commands included, and `main` calls it and nothing else. Plugins register last,
-and may add options to the shift-running commands (`shift`, `replay`).
+plugin's commands included, and `main` calls it and nothing else. Plugins register after the
+product's commands, in their `order`: the café example adds `shift` and `replay`, then
+`cafe_otel` adds its options to every command that runs an agent.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeAlias, cast
 
-from cafe.cli.arguments import file_to_read, page_to_write, positive, recording_to_write, script_to_read
-from cafe.cli.plugins import CliPlugin
+from cafe.cli.arguments import file_to_read, page_to_write, recording_to_write
+from cafe.cli.plugins import CliPlugin, CommandContext
 from cafe.cli.recordings import check_recording_command, view_command
-from cafe.cli.shift import replay_command, shift_command
 from cafe.cli.wire import record_command, replay_run_command
 from cafe.errors import UsageError
-from cafe.loop import new_conversation_id
+from cafe.trace.ids import new_conversation_id
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-DESCRIPTION = "The `cafe` command: run a shift, replay a recording, and whatever plugins add."
+DESCRIPTION = ("The `cafe` command: record and replay any agent's model calls, draw a recording, check it "
+               "for secrets, and whatever plugins add.")
 
 
 ROOT_PROG = "cafe"
@@ -59,52 +59,14 @@ def build_parser(plugins: Sequence[CliPlugin],
     parser.add_argument("--version", action=_ShowVersion, help="print cafe's version and exit")
     # Its parsers are CommandParsers; registrars take any ArgumentParser's subcommands.
     commands = cast(Commands, parser.add_subparsers(dest="command", required=True))
-    shift = _add_shift(commands, plugins, new_id)
-    replay = _add_replay(commands, plugins)
     _add_check_recording(commands)
     _add_view(commands)
     _add_record(commands)
     _add_replay_run(commands)
-    for plugin in plugins:
-        plugin.register(commands, [shift, replay])
+    context = CommandContext(plugins, new_id)
+    for plugin in sorted(plugins, key=lambda plugin: (plugin.order, plugin.name)):
+        plugin.register(commands, context)
     return parser
-
-
-def _add_shift(commands: Commands, plugins: Sequence[CliPlugin],
-               new_id: Callable[[], str]) -> argparse.ArgumentParser:
-    shift = commands.add_parser("shift", help="run a shift (offline unless CAFE_MODE=live)")
-    shift.add_argument("--script", type=script_to_read, help="customer lines, one per line (default: a two-line order)")
-    shift.add_argument("--record", metavar="PATH", type=recording_to_write,
-                       help="record every model call to PATH (JSONL)")
-    shift.add_argument("--record-mode", choices=["once", "all"], default="once",
-                       help="once: never overwrite a recording (default); all: re-record")
-    shift.add_argument("--decision", action="append", metavar="D",
-                       help="the synthetic customer's consent decisions in order: approve, "
-                            "reject, or edit=JSON (default: approve once)")
-    shift.add_argument("--seed", type=int, help="seed for the shift's RNG (default: random, printed)")
-    shift.add_argument("--max-turns", type=positive, default=8, help="turn cap (default 8)")
-    shift.set_defaults(run=functools.partial(shift_command, plugins=plugins, new_id=new_id))
-    return shift
-
-
-def _add_replay(commands: Commands, plugins: Sequence[CliPlugin]) -> argparse.ArgumentParser:
-    replay = commands.add_parser("replay", help="replay a recording with zero model calls")
-    replay.add_argument("path", type=file_to_read, help="the recording to replay")
-    replay.add_argument("--script", type=script_to_read, help="customer lines (default: those the recording holds)")
-    replay.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
-                        help="a request field to ignore when matching, e.g. messages.*.tool_call_id")
-    replay.add_argument("--allow-truncated", action="store_true",
-                        help="replay the complete calls of a recording whose last line was cut short")
-    replay.add_argument("--max-turns", type=positive, default=None,
-                        help="turn cap (default: the one the recording was made with)")
-    replay.add_argument("--decision", action="append", metavar="D",
-                        help="consent decisions in order (default: those the recording holds)")
-    replay.add_argument("--show", action="store_true", help="print the transcript and span tree")
-    replay.add_argument("--report", metavar="HTML", type=page_to_write,
-                        help="on a failed replay, write a page of the mismatch to HTML (private: 0600, never "
-                             "overwritten)")
-    replay.set_defaults(run=functools.partial(replay_command, plugins=plugins))
-    return replay
 
 
 def _add_check_recording(commands: Commands) -> None:

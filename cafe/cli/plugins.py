@@ -1,8 +1,9 @@
 """Command-line plugins, found through the `cafe.plugins` entry-point group.
 
-This is how `cafe_otel` adds OpenTelemetry export to the `cafe` command without the
-harness importing it: a plugin may add commands, add options to the shift-running
-commands, and hand back a telemetry session whose tracer the shift then uses.
+This is how `cafe_otel` adds OpenTelemetry export to the `cafe` command, and the café example
+(`cafe.counter`) its `shift` and `replay`, without the product importing either: a plugin may
+add commands, add options to the commands that run an agent, and hand back a telemetry
+session whose tracer the run then uses.
 
 It is also a plugin's face on the harness: the argument types a command of its own needs
 (`path_argument`, `file_to_read`, `AttachedValue`), the never-clobber output writer
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
@@ -26,6 +28,7 @@ from cafe.trace.tracer import Tracer
 __all__ = [
     "AttachedValue",
     "CliPlugin",
+    "CommandContext",
     "PluginLoader",
     "TelemetrySession",
     "UnsafeOutput",
@@ -49,21 +52,33 @@ class TelemetrySession(Protocol):
         ...
 
 
+@dataclass
+class CommandContext:
+    """What a plugin's `register` is handed besides the subcommands: every loaded plugin (a
+    command that runs an agent opens their telemetry sessions), the conversation id of each
+    run (an input), and `run_parsers`, the commands that run an agent, to which a plugin may
+    add options (a plugin that adds such a command appends its parser here)."""
+
+    plugins: Sequence[CliPlugin]
+    new_conversation_id: Callable[[], str]
+    run_parsers: list[argparse.ArgumentParser] = field(default_factory=list)
+
+
 class CliPlugin(Protocol):
     name: str
+    order: int
+    """Plugins register in this order (then by name): one that adds commands others extend
+    (the café's `shift` and `replay`) comes before one that adds options to them."""
 
-    def register(
-        self,
-        commands: argparse._SubParsersAction[argparse.ArgumentParser],
-        shift_parsers: list[argparse.ArgumentParser],
-    ) -> None: ...
+    def register(self, commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                 context: CommandContext) -> None: ...
 
     def open_session(
         self, args: argparse.Namespace, environ: Mapping[str, str], *, clock: Clock | None,
         origin_unix_nano: int | None, secrets: Sequence[str] = (),
     ) -> TelemetrySession | None:
         """A session for this command, or None. The harness hands over what it holds: the
-        shift's clock, the Unix time in ns of that clock's zero (a replay: its recording's
+        run's clock, the Unix time in ns of that clock's zero (a replay: its recording's
         origin), and the client's secrets (the values a recording is scrubbed of), so a plugin
         need not read them again (a replay's recording is read once, by the harness)."""
         ...
@@ -84,6 +99,17 @@ def installed_plugins(warn: Callable[[str], None]) -> list[CliPlugin]:
             plugins.append(factory() if callable(factory) else factory)
         except CafeError:
             raise
+        except ModuleNotFoundError as error:
+            if _names_entry_module(entry.value, error.name):
+                continue  # registered, but its package is not there (the café example deleted): nothing to add
+            warn(f"cafe: warning: plugin {entry.name!r} did not load ({type(error).__name__})")
         except Exception as error:
             warn(f"cafe: warning: plugin {entry.name!r} did not load ({type(error).__name__})")
     return plugins
+
+
+def _names_entry_module(value: str, missing: str | None) -> bool:
+    """Whether the module an entry point names (`pkg.module:attr`), or a package above it,
+    is the module found missing."""
+    module = value.split(":", 1)[0].strip()
+    return missing is not None and (module == missing or module.startswith(missing + "."))

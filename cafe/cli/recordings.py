@@ -10,7 +10,7 @@ from cafe.privacy import Scrubber
 from cafe.recording.check import check_recordings
 from cafe.recording.errors import RecordingNotClean
 from cafe.recording.reader import load_recording
-from cafe.view import scrubbed, shift_page, timeline, write_private_page
+from cafe.view import scrubbed, shift_page, timeline, words_for, write_private_page
 
 
 def check_recording_command(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
@@ -27,7 +27,7 @@ def check_recording_command(args: argparse.Namespace, environ: Mapping[str, str]
 def view_command(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     scrubber = Scrubber.from_environment(environ)  # before reading: a bad CAFE_SCRUB_PATTERNS stops it
     recording = scrubbed(load_recording(args.path, allow_truncated=args.allow_truncated), scrubber)
-    shift = timeline(recording)
+    shift = timeline(recording, words_for(recording))
     written = write_private_page(args.out, shift_page(shift, source=scrubber.scrub(str(args.path))))
     out.write(f"wrote {written} (private, mode 0600): {len(shift.calls)} call(s), "
               f"stop reason {shift.stop_reason or 'not recorded'}\n")

@@ -1,5 +1,9 @@
-"""The recording: a private, versioned JSONL contract, its writer, reader and replay."""
+"""The recording: a private, versioned JSONL contract, its writer and reader.
 
+The café's recording and replay of shifts (`record_shift`, `replay_shift`, `RecordingClient`,
+`ReplayClient`) are the example's: `cafe.counter`."""
+
+from cafe._moved import forwarding
 from cafe.privacy import DEFAULT_SECRET_PATTERNS, Scrubber
 from cafe.recording.errors import (
     MalformedLine,
@@ -30,10 +34,9 @@ from cafe.recording.format import (
 from cafe.recording.modes import RecordMode
 from cafe.recording.normalise import normalise
 from cafe.recording.reader import load_recording, load_records
-from cafe.recording.replay import ReplayClient
-from cafe.recording.shift import decisions_shown, record_shift, replay_shift, responder_of, script_of
+from cafe.recording.replayers import replay_into
 from cafe.recording.windows import RecordedTimeline, call_windows
-from cafe.recording.writer import RecordingClient, RecordingWriter
+from cafe.recording.writer import RecordingWriter
 from cafe.trace.clock import Timeline
 
 __all__ = [
@@ -48,7 +51,6 @@ __all__ = [
     "RecordedCall",
     "RecordedTimeline",
     "Recording",
-    "RecordingClient",
     "RecordingDisabled",
     "RecordingError",
     "RecordingExhausted",
@@ -57,7 +59,6 @@ __all__ = [
     "RecordingNotFound",
     "RecordingUnwritable",
     "RecordingWriter",
-    "ReplayClient",
     "ReplayError",
     "ReplayMismatch",
     "Scrubber",
@@ -68,12 +69,14 @@ __all__ = [
     "UnsupportedVersion",
     "UnusedCalls",
     "call_windows",
-    "decisions_shown",
     "load_recording",
     "load_records",
     "normalise",
-    "record_shift",
-    "replay_shift",
-    "responder_of",
-    "script_of",
+    "replay_into",
 ]
+
+__getattr__ = forwarding("cafe.recording", {
+    "RecordingClient": "cafe.counter", "ReplayClient": "cafe.counter", "decisions_shown": "cafe.counter",
+    "record_shift": "cafe.counter", "replay_shift": "cafe.counter", "responder_of": "cafe.counter",
+    "script_of": "cafe.counter",
+})

@@ -22,7 +22,6 @@ from typing import IO, Any
 
 import orjson
 
-from cafe.consent import DECISIONS, EDIT
 from cafe.jsondata import describe as _kind
 from cafe.recording import format as _format
 from cafe.recording.errors import (
@@ -44,7 +43,9 @@ from cafe.recording.format import (
     Recording,
     Timing,
 )
+from cafe.trace.outcomes import ConsentDecision
 
+_DECISIONS = frozenset(ConsentDecision)
 _OUTCOMES = frozenset({"completed", "closed_early", "failed"})
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Times must fit OTLP's and the OS's 64-bit nanoseconds; no model call lasts a day.
@@ -347,11 +348,11 @@ class _LineReader:
         if not isinstance(decision, list) or not 1 <= len(decision) <= 2:
             raise self.fail(1, "an array [kind] or [kind, payload]", _kind(decision), field=where)
         kind = decision[0]
-        if kind not in DECISIONS:
+        if kind not in _DECISIONS:
             found = "another string" if isinstance(kind, str) else _kind(kind)
             raise self.fail(1, "approve, reject or edit", found, field=f"{where}[0]")
         payload = decision[1] if len(decision) == 2 else None
-        if kind == EDIT:
+        if kind == ConsentDecision.EDIT:
             if payload is not None and not isinstance(payload, dict):
                 raise self.fail(1, "an object (the edited order) or null", _kind(payload), field=f"{where}[1]")
         elif payload is not None:

@@ -10,12 +10,8 @@ of the same call agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from cafe.clients.base import ChatClient, Message, Response
 from cafe.recording.format import Recording
-from cafe.trace.tracer import Tracer
-from cafe.trace.tracing_client import TracingClient
 
 SYNTHETIC_STEP_NS = 1_000_000
 
@@ -92,24 +88,3 @@ class RecordedClock:
 
     def __repr__(self) -> str:
         return f"RecordedClock(calls={len(self._calls)}, served={self._served})"
-
-
-class RecordedTracingClient(TracingClient):
-    """A `TracingClient` that moves a `RecordedClock` to each call before its span opens."""
-
-    def __init__(self, client: ChatClient, tracer: Tracer, clock: RecordedClock) -> None:
-        super().__init__(client, tracer)
-        self._recorded_clock = clock
-
-    def chat(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
-        temperature: float = 0.0,
-        tool_choice: Any = None,
-    ) -> Response:
-        self._recorded_clock.call_begins()
-        try:
-            return super().chat(messages, tools, temperature, tool_choice)
-        finally:
-            self._recorded_clock.call_ends()

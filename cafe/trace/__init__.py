@@ -1,6 +1,7 @@
 """The shift's trace: typed events from a tracer to its listeners (the in-memory tree first),
-clocks, the tracing client, usage and the fail-soft boundary."""
+clocks, usage and the fail-soft boundary. (The café's `TracingClient` is `cafe.counter`'s.)"""
 
+from cafe._moved import forwarding
 from cafe.trace.clock import Clock, TickClock, Timeline
 from cafe.trace.events import (
     ENDED,
@@ -36,9 +37,9 @@ from cafe.trace.failsoft import (
     report_failure,
 )
 from cafe.trace.log import EventLog
+from cafe.trace.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace.span import GENERATION, PHASE, SHIFT, TOOL, Generation, SpanNode
 from cafe.trace.tracer import Exporter, NullTracer, Tracer
-from cafe.trace.tracing_client import TracingClient
 from cafe.trace.tree import ShiftTree
 from cafe.trace.usage import Usage, usage_of
 
@@ -54,6 +55,8 @@ __all__ = [
     "TOOL",
     "Clock",
     "ConsentDecided",
+    "ConsentDecision",
+    "ConsentOutcome",
     "EventLog",
     "Exporter",
     "FailSoft",
@@ -75,18 +78,21 @@ __all__ = [
     "SpanEnded",
     "SpanNode",
     "SpanStarted",
+    "StopReason",
     "TickClock",
     "TicketFired",
     "Timeline",
     "ToolEnded",
     "ToolStarted",
+    "ToolStatus",
     "TraceEvent",
     "TraceListener",
     "Tracer",
-    "TracingClient",
     "Usage",
     "export_fail_soft",
     "fail_soft",
     "report_failure",
     "usage_of",
 ]
+
+__getattr__ = forwarding("cafe.trace", {"TracingClient": "cafe.counter"})

@@ -5,7 +5,7 @@ is the enclosing span's id (None at the root). `at` is the tracer clock's readin
 seconds. Two point events (`ConsentDecided`, `TicketFired`) belong to the span they
 happened in. Events are immutable values: a listener may keep them (a buffer, a replay) but
 must not change what they reference. A generation's input messages are shared by every
-listener and every later call, and refuse to change (`cafe.history`); its response is
+listener and every later call, and refuse to change (`cafe.trace.history`); its response is
 shared too, and must be left as it is. The four a model call makes (its request and result,
 its started and ended events) are named tuples, on every call's path: a frozen dataclass
 sets each field through `object.__setattr__`, several times the cost of building a tuple,
@@ -24,7 +24,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
+from cafe.trace.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 
 
 class NodeKind(StrEnum):
@@ -49,7 +49,7 @@ def phase_name(phase: Phase, turn: int | None) -> str:
 
 class GenerationRequest(NamedTuple):
     """One model call as it was asked for. `messages` is what the call was sent, read-only
-    (a `cafe.history.HistoryView` from a tracer: the calls of a shift share one frozen copy
+    (a `cafe.trace.history.HistoryView` from a tracer: the calls of a shift share one frozen copy
     of each message), when the tracer keeps inputs, and empty when it does not (a
     metadata-only tracer copies nothing)."""
 
@@ -208,6 +208,7 @@ class ToolStarted(_Event):
     name: str  # as the model requested it: any string (map it to a safe label before export)
     call_id: str
     arguments: str | None = field(default=None, repr=False)  # content
+    defined: bool = False  # the agent defines a tool of this name: the name is its own, not free text
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +219,7 @@ class ToolEnded(_Ended):
     ticket_number: int | None = None
     arguments: str | None = field(default=None, repr=False)  # content
     result: str | None = field(default=None, repr=False)  # content: the text the model got back
+    defined: bool = False  # as ToolStarted's
 
 
 @dataclass(frozen=True, slots=True)

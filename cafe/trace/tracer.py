@@ -21,8 +21,6 @@ from contextlib import suppress
 from types import TracebackType
 from typing import Any, Self
 
-from cafe.history import Growth, History, HistoryView
-from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace.clock import Clock
 from cafe.trace.events import (
     ConsentDecided,
@@ -45,6 +43,8 @@ from cafe.trace.events import (
     TraceListener,
 )
 from cafe.trace.failsoft import FailureReport, report_failure
+from cafe.trace.history import Growth, History, HistoryView
+from cafe.trace.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 from cafe.trace.span import SpanNode
 from cafe.trace.tree import ShiftTree
 
@@ -161,21 +161,21 @@ class GenerationScope(_Scope):
 
 
 class ToolScope(_Scope):
-    __slots__ = ("arguments", "call_id", "name", "result", "status", "ticket_number")
+    __slots__ = ("arguments", "call_id", "defined", "name", "result", "status", "ticket_number")
 
-    def __init__(self, tracer: Tracer, name: str, call_id: str, arguments: str | None) -> None:
+    def __init__(self, tracer: Tracer, name: str, call_id: str, arguments: str | None, defined: bool) -> None:
         super().__init__(tracer)
-        self.name, self.call_id, self.arguments = name, call_id, arguments
+        self.name, self.call_id, self.arguments, self.defined = name, call_id, arguments, defined
         self.status: ToolStatus | None = None
         self.ticket_number: int | None = None
         self.result: str | None = None
 
     def _started(self, at: float) -> ToolStarted:
-        return ToolStarted(self.span_id, self.parent_id, at, self.name, self.call_id, self.arguments)
+        return ToolStarted(self.span_id, self.parent_id, at, self.name, self.call_id, self.arguments, self.defined)
 
     def _ended(self, at: float, error: BaseException | None) -> ToolEnded:
         return ToolEnded(self.span_id, self.parent_id, at, self.name, self.call_id, self.status,
-                         self.ticket_number, self.arguments, self.result, error=error)
+                         self.ticket_number, self.arguments, self.result, self.defined, error=error)
 
 
 class SpanScope(_Scope):
@@ -329,8 +329,10 @@ class Tracer:
         self._growth.saw(messages)
         return self._history.view()
 
-    def tool(self, name: str, *, call_id: str, arguments: str | None = None) -> ToolScope:
-        return ToolScope(self, name, call_id, arguments)
+    def tool(self, name: str, *, call_id: str, arguments: str | None = None, defined: bool = False) -> ToolScope:
+        """A tool's span. `defined`: the agent defines a tool of this name (telemetry shows
+        the name; otherwise it is the model's free text, shown as `unknown_tool`)."""
+        return ToolScope(self, name, call_id, arguments, defined)
 
     def span(self, name: str, kind: str = NodeKind.SPAN, **attrs: Any) -> SpanScope:
         return SpanScope(self, name, kind, attrs)

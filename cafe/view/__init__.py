@@ -20,10 +20,27 @@ from cafe.recording.format import Recording
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
 from cafe.view.timeline import ShiftTimeline, timeline
+from cafe.view.words import ANY_AGENT, PageWords, words_for
 
-__all__ = ["FailedReplay", "PageUnwritable", "ShiftTimeline", "check_page_path", "failed_replay", "format_duration",
-           "mismatch_page", "page_name", "scrubbed", "shift_page", "timeline",
-           "write_mismatch_report", "write_private_page", "write_report_into"]
+__all__ = [
+    "ANY_AGENT",
+    "FailedReplay",
+    "PageUnwritable",
+    "PageWords",
+    "ShiftTimeline",
+    "check_page_path",
+    "failed_replay",
+    "format_duration",
+    "mismatch_page",
+    "page_name",
+    "scrubbed",
+    "shift_page",
+    "timeline",
+    "words_for",
+    "write_mismatch_report",
+    "write_private_page",
+    "write_report_into",
+]
 
 # Attempts at a free name in a report directory before giving up: DIR/NAME.html, NAME-2.html, ...
 MAX_REPORTS_OF_ONE_RECORDING = 99

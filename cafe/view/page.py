@@ -220,10 +220,8 @@ def _call(scale: Scale, call: CallRow, first_shown: dict[str, int]) -> str:
 def _tool(scale: Scale, call: CallRow, tool: ToolRow) -> str:
     failed = tool.status in _FAILED
     badges = [f'<span class="badge{" failed" if failed else ""}">{_e(tool.status)}</span>']
-    if tool.decision is not None:
-        badges.append(f'<span class="badge">consent: {_e(tool.decision)}</span>')
-    if tool.ticket_number is not None:
-        badges.append(f'<span class="badge ticket">ticket {tool.ticket_number}</span>')
+    badges.extend(f'<span class="badge{" " + _e(kind) if kind else ""}">{_e(text)}</span>'
+                  for kind, text in tool.badges)
     meta = f"{_e(tool.call_id)} {''.join(badges)}"
     row = _row(scale, "tool", f"execute_tool {tool.name}", meta, tool.start_ns, tool.end_ns,
                "placed failed" if failed else "placed",
@@ -233,11 +231,13 @@ def _tool(scale: Scale, call: CallRow, tool: ToolRow) -> str:
 
 
 def shift_page(timeline: ShiftTimeline, *, source: str) -> str:
-    """The page for one recorded shift; `source` names the recording it was made from."""
+    """The page for one recorded run (a café shift in the café's words); `source` names the
+    recording it was made from."""
+    words = timeline.words
     calls = len(timeline.calls)
     tokens_in = sum(c.input_tokens or 0 for c in timeline.calls)
     tokens_out = sum(c.output_tokens or 0 for c in timeline.calls)
-    tickets = [t.ticket_number for c in timeline.calls for t in c.tools if t.ticket_number is not None]
+    tallied = [t.tallied for c in timeline.calls for t in c.tools if t.tallied is not None]
     clock = ("recorded timeline" if timeline.timed
              else "synthetic timeline: this recording holds no timings, each call is drawn 1 ms long")
     summary = (
@@ -253,14 +253,19 @@ def shift_page(timeline: ShiftTimeline, *, source: str) -> str:
             _setup(timeline, scale)]
     first_shown: dict[str, int] = {}
     rows.extend(_call(scale, call, first_shown) for call in timeline.calls)
-    stop = timeline.stop_reason or "not recorded (the shift did not finish, or the recording has no end line)"
-    data = json.dumps({"calls": calls, "tickets": tickets, "stop_reason": timeline.stop_reason})
+    stop = timeline.stop_reason or f"not recorded (the {words.run} did not finish, or the recording has no end line)"
+    shown: dict[str, Any] = {"calls": calls, "stop_reason": timeline.stop_reason}
+    tally = ""
+    if words.tally is not None:
+        shown[words.tally[1]] = tallied
+        tally = f'<div class="tally">{_e(words.tally[0])}: {_e(", ".join(map(str, tallied)) or "none")}</div>\n'
+    data = json.dumps(shown)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <title>{_e(timeline.title)}</title><style>{_STYLE}{_grid(scale)}</style></head>
-<body data-shift="{_e(data)}">
-<header><strong>PRIVATE</strong>: this page holds the customer's conversation from {_e(source)}.
+<body data-run="{_e(data)}">
+<header><strong>PRIVATE</strong>: this page holds the {_e(words.owner)}'s conversation from {_e(source)}.
 Keep it like the recording: do not commit, attach or share it.</header>
 <main>
 <div class="summary">{summary}</div>
@@ -268,6 +273,5 @@ Keep it like the recording: do not commit, attach or share it.</header>
 {chr(10).join(rows)}
 </div>
 <div class="stop" data-stop-reason="{_e(timeline.stop_reason or '')}">stop reason: {_e(stop)}</div>
-<div class="tickets">tickets fired: {_e(", ".join(map(str, tickets)) or "none")}</div>
-</main></body></html>
+{tally}</main></body></html>
 """

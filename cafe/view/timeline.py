@@ -16,7 +16,7 @@ from typing import Any
 
 from cafe.recording.format import RecordedCall, Recording
 from cafe.recording.windows import SYNTHETIC_STEP_NS, call_windows
-from cafe.tools import FIRE_TICKET, PROPOSE_ORDER
+from cafe.view.words import ANY_AGENT, Badge, PageWords
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class ToolRow:
     result: str | None
     start_ns: int
     end_ns: int
-    decision: str | None = None  # a propose_order's consent outcome
-    ticket_number: int | None = None
+    badges: tuple[Badge, ...] = ()  # beside the status: what the recording's own words add (a ticket)
+    tallied: int | None = None  # the integer of the result field the page's tally lists
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class ShiftTimeline:
     timed: bool  # False: a synthetic timeline (the recording holds no timings)
     stop_reason: str | None
     calls: list[CallRow]
+    words: PageWords = ANY_AGENT
 
     @property
     def duration_ns(self) -> int:
@@ -145,7 +146,8 @@ def _status(result: str | None) -> tuple[str, dict[str, Any]]:
     return ("error" if "error" in parsed else "ok"), parsed
 
 
-def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, int]) -> list[ToolRow]:
+def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, int],
+           words: PageWords) -> list[ToolRow]:
     requested = [c for c in _reply(call).get("tool_calls") or [] if isinstance(c, dict)]
     if not requested:
         return []
@@ -167,13 +169,14 @@ def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, i
             result=result,
             start_ns=start + position * step,
             end_ns=start + (position + 1) * step,
-            decision=status if function.get("name") == PROPOSE_ORDER else None,
-            ticket_number=_int(parsed.get("ticket_number")) if function.get("name") == FIRE_TICKET else None,
+            badges=tuple(words.tool_badges(str(function.get("name")), parsed)),
+            tallied=_int(parsed.get(words.tally[1])) if words.tally is not None else None,
         ))
     return rows
 
 
-def timeline(recording: Recording) -> ShiftTimeline:
+def timeline(recording: Recording, words: PageWords = ANY_AGENT) -> ShiftTimeline:
+    """`recording` laid out for a page, in `words` (`cafe.view.words_for(recording)`)."""
     recorded = call_windows(recording)
     windows = [(window.start, window.end) for window in recorded.calls]
     model = recording.model or "unknown"
@@ -200,18 +203,19 @@ def timeline(recording: Recording) -> ShiftTimeline:
             reply=reply,
             continues=calls[-1].index if repeated else None,
             repeated=repeated,
-            tools=_tools(call, following, (end, max(next_start, end))),
+            tools=_tools(call, following, (end, max(next_start, end)), words),
             first_chunk_ns=_first_chunk_ns(call),
         ))
         earlier = messages
     shift_start = recorded.shift.start
     ends = [recorded.shift.end] + [tool.end_ns for call in calls for tool in call.tools]
     return ShiftTimeline(
-        title=f"shift {recording.header.conversation_id}" if recording.header.conversation_id else "shift",
+        title=f"{words.run} {recording.header.conversation_id}" if recording.header.conversation_id else words.run,
         model=model,
         start_ns=shift_start,
         end_ns=max(ends, default=shift_start),
         timed=recorded.timed,
         stop_reason=recording.ending.stop_reason if recording.ending else None,
         calls=calls,
+        words=words,
     )

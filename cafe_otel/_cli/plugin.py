@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cafe import Tracer, load_recording
-from cafe.cli.plugins import AttachedValue, check_output, file_to_read, path_argument, write_output
+from cafe.cli.plugins import AttachedValue, CommandContext, check_output, file_to_read, path_argument, write_output
 from cafe.errors import CafeError, UsageError
-from cafe.trace import Clock
+from cafe.recording import load_recording
+from cafe.trace import Clock, Tracer
 from cafe_otel._cli.logs import ExporterLogCapture, redactor
 from cafe_otel._config import AdvancedOptions, CommandSettings, EnvironSnapshot, read_environ, resolve, resolve_command
 from cafe_otel._config import variables as v
@@ -232,24 +232,13 @@ def _run_export(args: argparse.Namespace, environ: Mapping[str, str], out: TextI
     return 0
 
 
-def _run_golden(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    import_sdk()
-    from cafe_otel._offline.golden import check_golden
-
-    recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
-    out.write(check_golden(recording, args.golden, update=args.update) + "\n")
-    return 0
-
-
 class OTelCliPlugin:
     name = "otel"
+    order = 0
 
-    def register(
-        self,
-        commands: argparse._SubParsersAction[argparse.ArgumentParser],
-        shift_parsers: list[argparse.ArgumentParser],
-    ) -> None:
-        for parser in shift_parsers:
+    def register(self, commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                 context: CommandContext) -> None:
+        for parser in context.run_parsers:
             _add_options(parser)
         export = commands.add_parser(
             "export", help="turn a recording into OpenTelemetry spans and send them (or write OTLP)")
@@ -266,22 +255,6 @@ class OTelCliPlugin:
                                  f"timeout, {v.otlp_pair_name(v.TIMEOUT, 'traces')}, 5 s unless set)")
         _add_options(export)
         export.set_defaults(run=_run_export)
-
-        golden = commands.add_parser(
-            "golden", help="replay a recording and compare its OTLP bytes with a golden file")
-        golden.add_argument("recording", type=file_to_read, help="the recording to replay (zero model calls)")
-        golden.add_argument("golden", type=file_to_read, help="the golden .otlp file kept beside it")
-        golden.add_argument("--update", action="store_true", help="write the golden file instead of comparing")
-        # A truncated recording's error suggests this flag, whichever command loaded it.
-        golden.add_argument("--allow-truncated", action="store_true",
-                            help="replay the complete calls of a recording whose last line was cut short")
-        golden.set_defaults(run=_run_golden)
-        # The commands are registered for every `cafe` command; the demo's module is the SDK's
-        # first import, through the guard that names a span limit the SDK refuses.
-        import_sdk()
-        from cafe_otel._cli import demo
-
-        demo.register(commands)
 
     def open_session(
         self, args: argparse.Namespace, environ: Mapping[str, str], *, clock: Clock | None,

@@ -287,7 +287,7 @@ class MetricsListener:
             self._duration.record(max(event.at - started, 0.0), keys[2])
 
     def _tool_ended(self, event: ToolEnded) -> None:
-        attributes: list[tuple[str, Any]] = [(sc.GEN_AI_TOOL_NAME, mapping.tool_label(event.name))]
+        attributes: list[tuple[str, Any]] = [(sc.GEN_AI_TOOL_NAME, mapping.tool_label(event.name, event.defined))]
         if event.status is not None:
             attributes.append((sc.CAFE_TOOL_STATUS, event.status.value))
         if event.error is not None:

@@ -1,7 +1,8 @@
 """A recording into OpenTelemetry spans through the same `SpanListener` as a live shift.
 
-The recording is first replayed (zero model calls) into a buffer of cafe trace events, so
-the export has the live shift's whole tree (shift, phases, `chat` and tool spans) with the
+A recording a replayer claims (`cafe.recording.replayers`: the café example's shifts) is first
+replayed (zero model calls) into a buffer of cafe trace events, so the export has the live
+shift's whole tree (shift, phases, `chat` and tool spans) with the
 same names, kinds, parents and attributes. Only then are the events handed to the span
 listener, each on the recording's timeline: a `chat` span at its call's recorded
 `timing.start_unix_nano`/`duration_ns` (or a synthetic, deterministic timeline anchored at
@@ -20,9 +21,8 @@ from pathlib import Path
 
 from opentelemetry import trace
 
-from cafe import AGENT_NAME, StopReason, TickClock, Tracer, load_recording, replay_shift
 from cafe.privacy import Scrubber, scrubbed
-from cafe.recording import Recording, call_windows
+from cafe.recording import Recording, call_windows, load_recording, replay_into
 from cafe.trace import (
     ENDED,
     STARTED,
@@ -33,12 +33,19 @@ from cafe.trace import (
     GenerationStarted,
     ShiftEnded,
     ShiftStarted,
+    StopReason,
+    TickClock,
     TraceEvent,
+    Tracer,
 )
 from cafe_otel._spans.content import CaptureMode, capture_mode
 from cafe_otel._spans.listener import SpanListener
 
 UNKNOWN_PROVIDER = "unknown"
+# The agent of a recording whose lines are the café example's calls (the format's version 0-1
+# lines, and a live shift's), when no replayer draws its whole tree; any other agent's is unnamed.
+SHIFT_AGENT_NAME = "cafe-counter"
+AGENT_NAME = "agent"
 
 
 def _stop_reason(recording: Recording) -> StopReason | None:
@@ -51,7 +58,8 @@ def _stop_reason(recording: Recording) -> StopReason | None:
 def calls_only_events(recording: Recording, *, keep_inputs: bool = False) -> list[TraceEvent]:
     """The events of a recording that does not replay: the shift and one generation a call."""
     provider = recording.header.provider or UNKNOWN_PROVIDER
-    events: list[TraceEvent] = [ShiftStarted(1, None, 0.0, AGENT_NAME, recording.header.conversation_id,
+    agent = SHIFT_AGENT_NAME if recording.holds_shift_calls else AGENT_NAME
+    events: list[TraceEvent] = [ShiftStarted(1, None, 0.0, agent, recording.header.conversation_id,
                                              recording.model or "unknown", provider)]
     for number, call in enumerate(recording.calls, start=2):
         temperature = call.request.get("temperature")
@@ -61,7 +69,7 @@ def calls_only_events(recording: Recording, *, keep_inputs: bool = False) -> lis
             messages=(call.request.get("messages") or []) if keep_inputs else (),
             temperature=(float(temperature) if isinstance(temperature, int | float)
                          and not isinstance(temperature, bool) else None),
-            tools=call.request.get("tools") if keep_inputs else None,
+            tools=call.request.get("tools"),  # which names are the agent's own, not exported
         )
         events.append(GenerationStarted(number, 1, 0.0, f"chat {request.model}", request))
         events.append(GenerationEnded(number, 1, 0.0, request, GenerationResult.of(call.response)))
@@ -70,14 +78,15 @@ def calls_only_events(recording: Recording, *, keep_inputs: bool = False) -> lis
 
 
 def shift_events(recording: Recording, *, keep_inputs: bool = False) -> list[TraceEvent]:
-    """The recording's shift as cafe trace events: replayed when it replays, else its calls."""
+    """The recording's run as cafe trace events: replayed by the replayer that claims it (the
+    café example's, for a shift), else its calls."""
     log = EventLog()
     tracer = Tracer(clock=TickClock(), keep_inputs=keep_inputs, tree=False, listeners=[log])
     try:
-        replay_shift(recording, tracer=tracer)
+        replayed = replay_into(recording, tracer)
     except Exception:  # any replay failure means: export what was recorded, the calls
-        return calls_only_events(recording, keep_inputs=keep_inputs)
-    return log.events
+        replayed = False
+    return log.events if replayed else calls_only_events(recording, keep_inputs=keep_inputs)
 
 
 def on_timeline(events: Sequence[TraceEvent], recording: Recording) -> dict[int, int]:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cafe import TOOL_NAMES, ConsentOutcome
+from cafe.trace import ConsentOutcome
 from cafe_otel import semconv as sc
 
 INT, FLOAT, BOOL, TEXT, CONTENT = "int", "float", "bool", "text", "content"
@@ -162,7 +162,7 @@ def _float(low: float, high: float) -> Shape:
 
 _ID = _text(ID_PATTERN, on_mismatch=HASH)
 # Any agent's tool names: what its request defines, if it looks like a name.
-_TOOL = _text(IDENTIFIER_PATTERN, set(TOOL_NAMES) | {"unknown_tool"})
+_TOOL = _text(IDENTIFIER_PATTERN, {"unknown_tool"})
 # A stop sequence is the caller's text: a short run of printable characters without a space
 # (`###`, `</s>`, `END`) may leave; anything longer or with a space is withheld.
 STOP_SEQUENCE_PATTERN = r"[!-~]{1,16}"
@@ -225,7 +225,7 @@ SHAPES: Mapping[str, Shape] = {
     sc.CAFE_CONSENT_OUTCOME: _text(None, {outcome.value for outcome in ConsentOutcome}),
     sc.GEN_AI_TOKEN_TYPE: _text(None, {sc.TOKEN_TYPE_INPUT, sc.TOKEN_TYPE_OUTPUT}),
     sc.CAFE_TICKET_NUMBER: _COUNT,
-    sc.CAFE_GEN_AI_TOOL_CALLS: _text(IDENTIFIER_PATTERN, set(TOOL_NAMES) | {"unknown_tool"}, many=True),
+    sc.CAFE_GEN_AI_TOOL_CALLS: _text(IDENTIFIER_PATTERN, {"unknown_tool"}, many=True),
     sc.CAFE_RECORDING_VERSION: _int(0, 1_000),
     sc.CAFE_RECORDING_CALL: _COUNT,
     sc.HTTP_REQUEST_METHOD: _text(None, HTTP_METHODS),

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cafe import TOOL_NAMES
 from cafe.trace import (
     GenerationEnded,
     GenerationResult,
@@ -37,12 +36,23 @@ UNKNOWN_TOOL = agent.UNKNOWN_TOOL
 UNKNOWN_PROVIDER = agent.UNKNOWN_PROVIDER
 
 
-def tool_label(name: str | None) -> str:
-    """A tool name safe for a span name or a metric attribute: one the café defines (the
+def tool_label(name: str | None, defined: bool) -> str:
+    """A tool name safe for a span name or a metric attribute: one the agent defines (the
     model may request any string, and a span name is neither filtered by the metadata
-    processor nor low-cardinality otherwise). Any agent's names go through the same check
-    with its own definitions (`cafe_otel.agent.tool_label`)."""
-    return agent.tool_label(name, TOOL_NAMES)
+    processor nor low-cardinality otherwise). Names heard on the wire go through the same
+    check with the request's tool definitions (`cafe_otel.agent.tool_label`)."""
+    return agent.tool_label(name, (name,) if defined and name is not None else ())
+
+
+def _defined_tools(tools: Sequence[Mapping[str, Any]] | None) -> frozenset[str]:
+    """The names a request's tool definitions give (chat-completions `function` tools)."""
+    names = set()
+    for tool in tools or ():
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
 
 
 def _drop_none(attributes: Mapping[str, Any]) -> Attributes:
@@ -115,7 +125,7 @@ def server_attributes(address: Any, port: Any) -> Attributes:
     })
 
 
-def result_attributes(result: GenerationResult | None) -> Attributes:
+def result_attributes(result: GenerationResult | None, defined: frozenset[str] = frozenset()) -> Attributes:
     """Metadata of a model's answer: model, id, raw finish reasons, usage and the names of
     the tools it asked for (made safe)."""
     found: Attributes = {}
@@ -133,12 +143,12 @@ def result_attributes(result: GenerationResult | None) -> Attributes:
         found[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = result.output_tokens
     if result.tool_calls:
         found[sc.CAFE_GEN_AI_TOOL_CALLS] = tuple(
-            name if name in TOOL_NAMES else UNKNOWN_TOOL for name in result.tool_calls)
+            name if name in defined else UNKNOWN_TOOL for name in result.tool_calls)
     return found
 
 
 def generation_end(event: GenerationEnded) -> Attributes:
-    found = result_attributes(event.result)
+    found = result_attributes(event.result, _defined_tools(event.request.tools))
     if event.error is not None:  # error_type is a property: not asked on every call
         found[sc.ERROR_TYPE] = event.error_type
     return found
@@ -166,11 +176,12 @@ def generation_content(event: GenerationEnded) -> Attributes:
 
 # --- tool -------------------------------------------------------------------------------
 def tool_name(event: ToolStarted) -> str:
-    return agent.tool_span_name(event.name, TOOL_NAMES)
+    return agent.tool_span_name(event.name, (event.name,) if event.defined else ())
 
 
 def tool_start(event: ToolStarted, turn: int | None) -> Attributes:
-    found = agent.tool_start_attributes(event.name, call_id=event.call_id, defined=TOOL_NAMES)
+    found = agent.tool_start_attributes(event.name, call_id=event.call_id,
+                                        defined=(event.name,) if event.defined else ())
     if turn is not None:
         found[sc.CAFE_TURN] = turn
     return found

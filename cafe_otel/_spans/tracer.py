@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping
 
 from opentelemetry import trace
 
-from cafe import Tracer
-from cafe.trace import Clock, Exporter, FailureReport
+from cafe.trace import Clock, Exporter, FailureReport, Tracer
 from cafe_otel._export.account import TelemetryAccount
 from cafe_otel._spans.content import CaptureMode, capture_mode
 from cafe_otel._spans.listener import SpanListener

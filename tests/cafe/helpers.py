@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cafe import ScriptedClient, make_responder
+from cafe.counter import ScriptedClient, make_responder
 from tests.local_http import QuietHandler, serving
 
 

@@ -10,18 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from cafe import (
-    DEFAULT_SCRIPT,
-    MissingSettings,
-    ScriptedClient,
-    load_records,
-    make_responder,
-    record_shift,
-    replay_shift,
-    run_shift,
-)
+from cafe import MissingSettings, load_records
 from cafe.cli import main
-from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
+from cafe.counter import DEFAULT_SCRIPT, ScriptedClient, make_responder, record_shift, replay_shift, run_shift
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 from cafe.errors import ScriptError
 from cafe.recording import load_recording
 from cafe.recording.errors import RecordingExists, RecordingNotFound, RecordingUnwritable
@@ -34,7 +27,7 @@ KEY = "sk-canary-cli-7d1e9b3a5c2f4e6d"
 def cafe(*argv, environ=None):
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), environ={} if environ is None else environ, out=out, err=err,
-                load_plugins=lambda warn: [])
+                load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -284,13 +277,13 @@ def test_the_conversation_id_source_is_injected(tmp_path):
     path = tmp_path / "shift.jsonl"
     given = iter(["shift-first", "shift-second"])
     code = main(["shift", "--seed", "1", "--record", str(path)], environ={}, out=io.StringIO(),
-                err=io.StringIO(), load_plugins=lambda warn: [], new_conversation_id=lambda: next(given))
+                err=io.StringIO(), load_plugins=lambda warn: [COUNTER], new_conversation_id=lambda: next(given))
     assert code == 0
     assert load_recording(path).header.conversation_id == "shift-first"
 
 
 def test_run_shift_without_an_id_draws_a_fresh_one_each_time():
-    from cafe.loop import new_conversation_id
+    from cafe.counter.loop import new_conversation_id
 
     first = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))
     second = run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]))

@@ -14,11 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe.cli import main
-from cafe.cli.arguments import MAX_SCRIPT_BYTES
 from cafe.cli.commands import build_parser
 from cafe.cli.plugins import installed_plugins
+from cafe.counter.arguments import MAX_SCRIPT_BYTES
+from cafe.counter.cli import plugin as COUNTER
 from cafe.errors import ScriptError
 from cafe_otel._cli.plugin import plugin
+from cafe_otel._counter.plugin import plugin as COUNTER_OTEL
 from tests.recording.helpers import call, dump, end, header, run_cli
 
 # Every argument that names a path refuses an empty or blank one as a usage error (exit 2,
@@ -32,7 +34,7 @@ _PATH_WORDS = {"PATH", "HTML", "REC", "DIR", "FILE.otlp", "path", "paths", "scri
 
 def _run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER, COUNTER_OTEL, plugin])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -114,7 +116,7 @@ def test_an_empty_file_to_read_is_not_taken_for_the_current_directory(argv: list
 
 def _run_without_plugins(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 

@@ -1,4 +1,4 @@
-"""The live client's settings (cafe/clients/settings.py): how long a call waits and how often
+"""The live client's settings (cafe/counter/clients/settings.py): how long a call waits and how often
 it is retried, and the API key an HTTP header can carry."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cafe.cli import main
-from cafe.clients import LiveClient, LiveSettings, Secret, get_client
-from cafe.clients.settings import (
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.clients import LiveClient, LiveSettings, Secret, get_client
+from cafe.counter.clients.settings import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     ApiKeyUnsendable,
@@ -94,7 +95,7 @@ def test_through_the_cli_a_stuck_endpoint_is_one_line_exit_21() -> None:
     out, err = io.StringIO(), io.StringIO()
     with silent_server() as (url, seen):
         code = main(["shift", "--seed", "1"], environ=_live(url, CAFE_TIMEOUT="0.3", CAFE_MAX_RETRIES="0"),
-                    out=out, err=err, load_plugins=lambda warn: [])
+                    out=out, err=err, load_plugins=lambda warn: [COUNTER])
     assert code == 21 and err.getvalue().count("\n") == 1, err.getvalue()
     assert err.getvalue().startswith("cafe: error: model endpoint 127.0.0.1 failed: APITimeoutError (no answer "
                                      "within 0.3 s, 1 attempt; CAFE_TIMEOUT and CAFE_MAX_RETRIES set these)")
@@ -196,7 +197,7 @@ def test_a_bad_explicit_argument_is_the_same_named_error(argument: str, value: o
 def test_through_the_cli_a_bad_value_is_one_line_exit_20() -> None:
     out, err = io.StringIO(), io.StringIO()
     code = main(["shift"], environ=_live("http://127.0.0.1:9/v1", CAFE_MAX_RETRIES=KEY), out=out, err=err,
-                load_plugins=lambda warn: [])
+                load_plugins=lambda warn: [COUNTER])
     assert (code, out.getvalue(), err.getvalue()) == (20, "", f"cafe: error: {RETRIES_MESSAGE}\n")
 
 
@@ -231,7 +232,7 @@ def test_an_unsendable_key_is_named_by_position_and_kind(key: str, position: int
 def test_through_the_cli_it_is_one_line_exit_20() -> None:
     out, err = io.StringIO(), io.StringIO()
     code = main(["shift"], environ={**BASE, "OPENAI_API_KEY": "sk-ключ-0123456789"}, out=out, err=err,
-                load_plugins=lambda warn: [])
+                load_plugins=lambda warn: [COUNTER])
     assert code == 20 and err.getvalue().count("\n") == 1
     assert err.getvalue().startswith("cafe: error: OPENAI_API_KEY holds a non-ASCII character at character 4")
 
@@ -243,8 +244,8 @@ def test_every_visible_ascii_key_is_accepted(key: str) -> None:
 
 
 def test_no_repr_shows_a_user_password_or_key_in_the_base_url(tmp_path) -> None:
-    from cafe.clients.live import LiveClient
-    from cafe.recording import RecordingClient
+    from cafe.counter import RecordingClient
+    from cafe.counter.clients.live import LiveClient
 
     settings = LiveSettings.from_env({**BASE, "CAFE_API_KEY": "sk-0123456789abcdef",
                                       "CAFE_BASE_URL": "http://jo:URL-PASSWORD@127.0.0.1:9/v1?key=URL-KEY#URL-FRAG"})

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from cafe.clients.base import ChatClient, HoldsSecrets, NetworkClient, endpoint_of, secrets_of
-from cafe.clients.canned import CannedClient
-from cafe.clients.live import LiveClient
-from cafe.clients.scripted import ScriptedClient
-from cafe.clients.settings import LiveSettings
-from cafe.recording.writer import RecordingClient
+from cafe.counter.clients.base import ChatClient, HoldsSecrets, NetworkClient, endpoint_of, secrets_of
+from cafe.counter.clients.canned import CannedClient
+from cafe.counter.clients.live import LiveClient
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.clients.settings import LiveSettings
+from cafe.counter.clients.tracing import TracingClient
+from cafe.counter.recording_client import RecordingClient
 from cafe.trace.tracer import Tracer
-from cafe.trace.tracing_client import TracingClient
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-test-types-0123456789abcdef"
@@ -83,12 +83,12 @@ def test_mypy_accepts_wrappers_as_chat_clients_and_rejects_what_is_not(
     monkeypatch.setenv("MYPYPATH", str(REPO))  # this checkout's cafe, wherever pytest runs from
     snippet = tmp_path / "uses_clients.py"
     snippet.write_text(textwrap.dedent("""
-        from cafe.clients.base import ChatClient, HoldsSecrets, NetworkClient
-        from cafe.clients.live import LiveClient
-        from cafe.clients.scripted import ScriptedClient
-        from cafe.recording.writer import RecordingClient
+        from cafe.counter.clients.base import ChatClient, HoldsSecrets, NetworkClient
+        from cafe.counter.clients.live import LiveClient
+        from cafe.counter.clients.scripted import ScriptedClient
+        from cafe.counter.recording_client import RecordingClient
         from cafe.trace.tracer import Tracer
-        from cafe.trace.tracing_client import TracingClient
+        from cafe.counter.clients.tracing import TracingClient
 
 
         def build(live: LiveClient) -> list[object]:

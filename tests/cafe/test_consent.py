@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cafe import (
-    MENU,
-    CannedClient,
-    ConsentGate,
-    ProtectedExecutor,
-    TickClock,
-    Tracer,
-    make_responder,
-    run_shift,
-)
-from cafe.orders import OrderState, Ticket
+from cafe import TickClock, Tracer
+from cafe.counter import MENU, CannedClient, ConsentGate, ProtectedExecutor, make_responder, run_shift
+from cafe.counter.orders import OrderState, Ticket
 
 from .helpers import approve_once, call, calls, say, tool_results
 

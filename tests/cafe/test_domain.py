@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from cafe import EIGHTY_SIXED, MENU, SYSTEM_PROMPT, TOOL_SCHEMAS
-from cafe.menu import ALTERNATIVES, items_named_in, total_cents
-from cafe.orders import Ticket
-from cafe.tool_arguments import check_arguments
-from cafe.tools import parameters_of
+from cafe.counter import EIGHTY_SIXED, MENU, SYSTEM_PROMPT, TOOL_SCHEMAS
+from cafe.counter.menu import ALTERNATIVES, items_named_in, total_cents
+from cafe.counter.orders import Ticket
+from cafe.counter.tool_arguments import check_arguments
+from cafe.counter.tools import parameters_of
 
 from .helpers import hypothesis_home
 

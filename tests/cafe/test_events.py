@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cafe
-from cafe import consent, dispatch, executor, loop
-from cafe.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
+from cafe import counter
+from cafe.counter import consent, dispatch, executor, loop
 from cafe.trace import (
     ConsentDecided,
     EventLog,
@@ -32,13 +31,14 @@ from cafe.trace import (
     fail_soft,
 )
 from cafe.trace.events import GenerationRequest, GenerationResult
+from cafe.trace.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
 
 from .helpers import approve_once, call
 
 
-def _seed(tracer: Tracer) -> cafe.ShiftRun:
+def _seed(tracer: Tracer) -> counter.ShiftRun:
     # The id is given: two runs of the seed shift compare equal, span for span.
-    return cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, approve_once(), tracer=tracer,
+    return counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, approve_once(), tracer=tracer,
                           conversation_id="shift-1")
 
 
@@ -88,14 +88,14 @@ def test_the_seed_shift_is_a_sequence_of_typed_events():
 
 def test_consent_decisions_and_fired_tickets_are_events_inside_their_tool_spans():
     order = {"items": ["latte"], "table": 4}
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [call("p1", "propose_order", {"items": ["latte"], "table": 9})]},
         {"content": None, "tool_calls": [call("f1", "fire_ticket", order)]},
         {"content": "Fired."},
     ])
     log = EventLog()
-    responder = cafe.make_responder([("edit", order), ("approve", None)])
-    run = cafe.run_shift(client, ["A latte, table 4."], responder, tracer=Tracer(listeners=[log]))
+    responder = counter.make_responder([("edit", order), ("approve", None)])
+    run = counter.run_shift(client, ["A latte, table 4."], responder, tracer=Tracer(listeners=[log]))
     assert run.stop_reason == StopReason.ANSWERED
     decided = log.of(ConsentDecided)
     assert [(e.round, e.outcome, e.decision) for e in decided] == [
@@ -166,10 +166,10 @@ def test_the_seed_constants_are_the_enum_members():
 
 def test_the_shift_run_and_its_logs_carry_enum_members():
     order = {"items": ["latte"], "table": 4}
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [call("f1", "fire_ticket", order), call("p1", "price_check", {"item": "x"})]},
     ])
-    run = cafe.run_shift(client, ["A latte."], cafe.make_responder([]))
+    run = counter.run_shift(client, ["A latte."], counter.make_responder([]))
     assert run.stop_reason is StopReason.CONSENT_VIOLATION
     assert [e.status for e in run.tool_log] == [ToolStatus.REFUSED, ToolStatus.CANCELLED]
     assert run.fires[0].status is ToolStatus.REFUSED
@@ -200,12 +200,12 @@ def test_fail_soft_lets_keyboard_interrupt_through():
 
 
 def test_an_answer_of_no_known_kind_is_a_no_and_its_text_stays_out_of_the_event():
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [call("p1", "propose_order", {"items": ["latte"], "table": 4})]},
         {"content": "Nothing was ordered."},
     ])
     log = EventLog()
-    run = cafe.run_shift(client, ["A latte, table 4."], lambda rendered, ticket: ("maybe, says Zed", None),
+    run = counter.run_shift(client, ["A latte, table 4."], lambda rendered, ticket: ("maybe, says Zed", None),
                          tracer=Tracer(listeners=[log]))
     [decided] = log.of(ConsentDecided)
     assert (decided.outcome, decided.decision) == (ConsentOutcome.UNKNOWN_DECISION, None)

@@ -32,9 +32,9 @@ def _heavy(modules: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("statement", [
     "import cafe",
-    "import cafe.clients",
-    "from cafe import LiveClient, ScriptedClient, get_client",
-    "from cafe.clients.choose import get_client; get_client({})",
+    "import cafe.counter.clients",
+    "from cafe.counter import LiveClient, ScriptedClient, get_client",
+    "from cafe.counter.clients.choose import get_client; get_client({})",
 ])
 def test_importing_cafe_loads_no_sdk(statement: str) -> None:
     found = _modules_after(f"{statement}\nfound = {{'modules': sorted(sys.modules)}}")
@@ -43,7 +43,7 @@ def test_importing_cafe_loads_no_sdk(statement: str) -> None:
 
 def test_a_live_client_still_loads_the_sdk_when_made() -> None:
     found = _modules_after(
-        "from cafe.clients import LiveClient, LiveSettings\n"
+        "from cafe.counter.clients import LiveClient, LiveSettings\n"
         "before = 'openai' in sys.modules\n"
         "LiveClient(LiveSettings.from_env({'CAFE_BASE_URL': 'http://127.0.0.1:9/v1',"
         " 'CAFE_API_KEY': 'sk-test-key-0001', 'CAFE_MODEL': 'm'}))\n"
@@ -60,23 +60,24 @@ def test_the_pytest_plugin_module_imports_almost_nothing() -> None:
         "found = {'new': sorted(set(sys.modules) - before)}"
     )
     ours = [name for name in found["new"] if name.split(".")[0] == "cafe"]
-    assert sorted(ours) == ["cafe", "cafe.pytest_plugin", "cafe.transcript"]
+    assert sorted(ours) == ["cafe", "cafe.pytest_plugin"]
     assert _heavy(found["new"]) == []
 
 
-def test_every_public_name_resolves_to_its_object_not_a_module() -> None:
-    # cafe.cli imports the submodule cafe.transcript, whose name is also a public function.
+@pytest.mark.parametrize("face", ["cafe", "cafe.counter"])
+def test_every_public_name_resolves_to_its_object_not_a_module(face: str) -> None:
+    # The café's CLI imports the submodule cafe.counter.transcript, whose name is also a public function.
     found = _modules_after(
-        "import types, cafe.cli, cafe\n"
-        "found = {'modules': [n for n in cafe.__all__ if isinstance(getattr(cafe, n), types.ModuleType)]}"
+        f"import types, importlib, cafe.cli, cafe.counter.cli\nface = importlib.import_module({face!r})\n"
+        "found = {'modules': [n for n in face.__all__ if isinstance(getattr(face, n), types.ModuleType)]}"
     )
     assert found == {"modules": []}
-    import cafe
-    from cafe.loop import run_shift
-    from cafe.transcript import transcript
+    import cafe.counter
+    from cafe.counter.loop import run_shift
+    from cafe.counter.transcript import transcript
 
-    assert cafe.run_shift is run_shift
-    assert cafe.transcript is transcript
+    assert cafe.counter.run_shift is run_shift
+    assert cafe.counter.transcript is transcript
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = cafe.no_such_name  # type: ignore[attr-defined]
 

@@ -9,17 +9,13 @@ import traceback
 
 import pytest
 
-from cafe import (
+from cafe import ConfigurationError, MissingSettings, ModelCallError, TickClock, Tracer
+from cafe.counter import (
     DEFAULT_SCRIPT,
     TOOL_SCHEMAS,
-    ConfigurationError,
     LiveClient,
     LiveSettings,
-    MissingSettings,
-    ModelCallError,
     ScriptedClient,
-    TickClock,
-    Tracer,
     TracingClient,
     get_client,
     make_responder,
@@ -28,7 +24,7 @@ from cafe import (
     run_shift,
     transcript,
 )
-from cafe.clients import Secret
+from cafe.counter.clients import Secret
 
 from .helpers import chat_server
 

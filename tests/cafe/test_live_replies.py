@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cafe.cli import main
-from cafe.clients.reply import MalformedReply, reduce_reply
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.clients.reply import MalformedReply, reduce_reply
 
 pytestmark = pytest.mark.local_server  # a server on 127.0.0.1 plays the endpoint
 
@@ -62,7 +63,7 @@ def _shift(server: Server, body: bytes, content_type: str = "application/json") 
     environ = {"COURSE_MODE": "live", "CAFE_BASE_URL": server.url, "CAFE_API_KEY": KEY, "CAFE_MODEL": "m-1"}
     out, err = io.StringIO(), io.StringIO()
     code = main(["shift", "--seed", "1", "--max-turns", "3"], environ=environ, out=out, err=err,
-                load_plugins=lambda warn: [])
+                load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -162,7 +163,7 @@ def test_what_the_checker_passes_is_what_the_harness_relies_on(value):
 def test_a_bad_base_url_is_one_configuration_error_that_never_repeats_it(url, problem):
     environ = {"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY, "CAFE_MODEL": "m-1"}
     out, err = io.StringIO(), io.StringIO()
-    code = main(["shift"], environ=environ, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(["shift"], environ=environ, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     assert code == 20 and err.getvalue().count("\n") == 1
     assert err.getvalue().startswith(f"cafe: error: CAFE_BASE_URL: {problem}; ")
     assert "hunter2pass" not in err.getvalue()

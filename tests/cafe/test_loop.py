@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from cafe import (
+from cafe import Tracer, UnknownToolCallId
+from cafe.counter import (
     DEFAULT_SCRIPT,
     MENU,
     STOP_REASONS,
@@ -19,18 +20,16 @@ from cafe import (
     RecordingClient,
     ReplayClient,
     ScriptedClient,
-    Tracer,
     TracingClient,
-    UnknownToolCallId,
     make_responder,
     record_shift,
     run_shift,
     transcript,
 )
-from cafe.clients import Secret
-from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
+from cafe.counter.clients import Secret
+from cafe.counter.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
+from cafe.counter.menu import EIGHTY_SIXED
 from cafe.errors import ConversationError
-from cafe.menu import EIGHTY_SIXED
 
 from .helpers import approve_once, call, calls, say, tool_results
 

@@ -9,28 +9,24 @@ import time
 
 import pytest
 
-from cafe import (
+from cafe import RecordingExhausted, ReplayMismatch, TickClock, Tracer, UnusedCalls, load_records
+from cafe.counter import (
     DEFAULT_SCRIPT,
     CannedClient,
     RecordingClient,
-    RecordingExhausted,
     ReplayClient,
-    ReplayMismatch,
     ScriptedClient,
-    TickClock,
-    Tracer,
-    UnusedCalls,
+    decisions_shown,
     handover_note,
-    load_records,
     make_responder,
     record_shift,
     replay_shift,
     run_shift,
     transcript,
 )
-from cafe.clients.base import make_response
-from cafe.handover import FLOURISHES
-from cafe.recording import decisions_shown, load_recording
+from cafe.counter.clients.base import make_response
+from cafe.counter.handover import FLOURISHES
+from cafe.recording import load_recording
 from cafe.recording.writer import partial_path
 
 from .helpers import call, calls, say

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from cafe import ScriptedClient, Tracer, TracingClient, make_responder, run_shift
-from cafe.clients.base import ToolCallIdCheck
+from cafe import Tracer
+from cafe.counter import ScriptedClient, TracingClient, make_responder, run_shift
+from cafe.counter.clients.base import ToolCallIdCheck
 from cafe.errors import ConversationError, UnknownToolCallId
 from cafe.trace.events import GenerationStarted, TraceEvent
 

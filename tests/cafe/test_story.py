@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from cafe import make_responder, run_shift
-from cafe.clients.story import StoryClient
-from cafe.demo import STORY_SCRIPT
-from cafe.executor import DUPLICATE, FIRED
-from cafe.tools import CHECK_ALLERGENS, FIRE_TICKET, PRICE_CHECK, PROPOSE_ORDER
+from cafe.counter import make_responder, run_shift
+from cafe.counter.clients.story import StoryClient
+from cafe.counter.demo import STORY_SCRIPT
+from cafe.counter.executor import DUPLICATE, FIRED
+from cafe.counter.tools import CHECK_ALLERGENS, FIRE_TICKET, PRICE_CHECK, PROPOSE_ORDER
 
 LINES = list(STORY_SCRIPT)
 

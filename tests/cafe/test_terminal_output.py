@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cafe import ScriptedClient, make_responder, record_shift
 from cafe.cli import main
 from cafe.cli.terminal import printable
+from cafe.counter import ScriptedClient, make_responder, record_shift
+from cafe.counter.cli import plugin as COUNTER
 from cafe.recording import load_recording
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def _strict_stream() -> io.TextIOWrapper:
 
 def _run(*argv: str) -> tuple[int, str, str]:
     out, err = _strict_stream(), _strict_stream()
-    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     texts = []
     for stream in (out, err):
         stream.flush()
@@ -178,7 +179,7 @@ def test_a_reader_gone_mid_command_costs_the_recording_nothing(tmp_path: Path) -
     path = tmp_path / "shift.jsonl"
     err = io.StringIO()
     code = main(["shift", "--seed", "1", "--record", str(path)], environ={}, out=_ClosedByItsReader(), err=err,
-                load_plugins=lambda warn: [])
+                load_plugins=lambda warn: [COUNTER])
     assert (code, err.getvalue()) == (0, "")
     assert load_recording(path).ending is not None
 

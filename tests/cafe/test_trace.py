@@ -7,20 +7,9 @@ import json
 
 import pytest
 
-from cafe import (
-    DEFAULT_SCRIPT,
-    CannedClient,
-    NullTracer,
-    ScriptedClient,
-    TickClock,
-    Tracer,
-    TracingClient,
-    Usage,
-    export_fail_soft,
-    run_shift,
-    usage_of,
-)
-from cafe.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
+from cafe import NullTracer, TickClock, Tracer, Usage, export_fail_soft, usage_of
+from cafe.counter import DEFAULT_SCRIPT, CannedClient, ScriptedClient, TracingClient, run_shift
+from cafe.counter.clients.scripted import TEXT_TURN_USAGE, TOOL_TURN_USAGE
 
 from .helpers import approve_once, call, say
 

@@ -1,6 +1,6 @@
 """The span source of the end-to-end tests: café shifts exported through `cafe_otel`.
 
-`run_shifts` runs N shifts with `cafe.run_shift` under `cafe_otel.configure(...)`'s
+`run_shifts` runs N shifts with `cafe.counter.run_shift` under `cafe_otel.configure(...)`'s
 tracer (OTLP/gRPC, `environ={}` so no OTEL_* variable of the machine leaks in), shuts
 the handle down within a bound and returns what a test needs to count and look up:
 the trace id of each shift, how many spans the shifts made (counted on the cafe side,
@@ -23,13 +23,14 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 import cafe
+import cafe.counter
 from cafe_otel import AdvancedOptions, BatchOptions, configure
 from cafe_otel._export.account import AccountSnapshot
 
 AGENT = "cafe-counter"
 SCRIPTED_MODEL = "scripted-barista-1"
 TOOL = "price_check"
-# The seed shift (cafe.DEFAULT_SCRIPT, ScriptedClient, approved once): agent, setup, five
+# The seed shift (cafe.counter.DEFAULT_SCRIPT, ScriptedClient, approved once): agent, setup, five
 # turns with a chat each, two price checks in turn 1, the proposal in turn 3, the fired
 # ticket in turn 4, wrapup.
 SPANS_PER_SHIFT = 17
@@ -60,7 +61,7 @@ class Shifts:
     endpoint: str
     trace_ids: list[str]  # one per shift, 32 hex digits, in run order
     spans: int  # spans the shifts made (cafe Tracer nodes)
-    runs: list[cafe.ShiftRun]
+    runs: list[cafe.counter.ShiftRun]
     tracers: list[cafe.Tracer]
     shift_seconds: list[float]  # wall time of each run_shift call
     shutdown_seconds: float  # measured around handle.shutdown(bound)
@@ -97,9 +98,9 @@ def run_shifts(
     service: str,
     n: int,
     *,
-    client: Callable[[int], Any] = lambda _: cafe.ScriptedClient(),
-    lines: Sequence[str] = cafe.DEFAULT_SCRIPT,
-    decisions: Sequence[tuple[str, Any]] = cafe.DEFAULT_DECISIONS,
+    client: Callable[[int], Any] = lambda _: cafe.counter.ScriptedClient(),
+    lines: Sequence[str] = cafe.counter.DEFAULT_SCRIPT,
+    decisions: Sequence[tuple[str, Any]] = cafe.counter.DEFAULT_DECISIONS,
     system_prompt: str | None = None,
     capture_content: bool = False,
     export_timeout: float = 5.0,
@@ -127,10 +128,10 @@ def run_shifts(
         for i in range(n):
             tracer = handle.tracer()
             shift = functools.partial(
-                cafe.run_shift,
+                cafe.counter.run_shift,
                 client(i),
                 list(lines),
-                cafe.make_responder(decisions),
+                cafe.counter.make_responder(decisions),
                 tracer=tracer,
                 conversation_id=f"{service}-{i}",
                 **options,

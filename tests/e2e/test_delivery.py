@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 
 import cafe
+import cafe.counter
 from otelstack import Collector, Jaeger
 
 from .shifts import AGENT, SCRIPTED_MODEL, TOOL, Shifts, run_shifts
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.e2e
 CANARY = "CANARY-customer-text-7f3a9c"
 CANNED_MODEL = "canned-barista-1"
 LINES = (f"A latte and a chocolate croissant, please. {CANARY}", f"Nothing else, thanks. {CANARY}")
-SYSTEM_PROMPT = f"{cafe.SYSTEM_PROMPT}\n{CANARY} (house notes)"
+SYSTEM_PROMPT = f"{cafe.counter.SYSTEM_PROMPT}\n{CANARY} (house notes)"
 CONTENT_KEYS = (
     "gen_ai.input.messages",
     "gen_ai.output.messages",
@@ -97,7 +98,7 @@ def service_of(trace: dict, span: dict) -> str:
 
 
 def client_for(i: int):
-    return cafe.ScriptedClient() if i == 0 else cafe.CannedClient(CANNED_REPLIES)
+    return cafe.counter.ScriptedClient() if i == 0 else cafe.counter.CannedClient(CANNED_REPLIES)
 
 
 def canary_shifts(endpoint: str, service: str, *, capture_content: bool) -> Shifts:

@@ -20,7 +20,8 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 import cafe
-from cafe.clients.canned import CannedClient, CannedRepliesExhausted
+from cafe import counter
+from cafe.counter.clients.canned import CannedClient, CannedRepliesExhausted
 from cafe_otel import BatchOptions, configure
 from otelstack import Collector, Jaeger
 
@@ -102,13 +103,13 @@ def test_metrics_through_the_collector_add_up_to_the_shift(
     handle = configure("e2e-metrics", endpoint=f"http://{collector.otlp_grpc}", protocol="grpc", environ={})
 
     tracer = handle.tracer()
-    run = cafe.run_shift(cafe.ScriptedClient(), [f"A latte and a chocolate croissant, please. {CANARY}",
+    run = counter.run_shift(counter.ScriptedClient(), [f"A latte and a chocolate croissant, please. {CANARY}",
                                                 f"Nothing else, thanks. {CANARY}"],
-                         cafe.make_responder([]), tracer=tracer)
+                         counter.make_responder([]), tracer=tracer)
     failing = handle.tracer()
     with pytest.raises(CannedRepliesExhausted):  # the second call fails
-        cafe.run_shift(CannedClient([{"content": f"Hello {CANARY}"}]), ["Hi.", f"And? {CANARY}"],
-                       cafe.make_responder([]), tracer=failing)
+        counter.run_shift(CannedClient([{"content": f"Hello {CANARY}"}]), ["Hi.", f"And? {CANARY}"],
+                       counter.make_responder([]), tracer=failing)
     handle.shutdown(5.0)
     assert handle.account.snapshot().metric_points_dropped == 0, handle.account.summary()
 
@@ -137,7 +138,7 @@ def test_a_dead_metrics_backend_costs_the_shift_nothing_and_is_counted(tmp_path:
     handle = configure("e2e-metrics", endpoint="http://127.0.0.1:9", protocol="grpc", environ={},
                        batch=BatchOptions(export_timeout=0.5))
     started = time.monotonic()
-    run = cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+    run = counter.run_shift(counter.ScriptedClient(), list(counter.DEFAULT_SCRIPT), counter.make_responder([]),
                          tracer=handle.tracer())
     shift_seconds = time.monotonic() - started
     handle.shutdown(0.5)

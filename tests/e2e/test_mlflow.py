@@ -19,7 +19,7 @@ from typing import Any
 import openai
 import pytest
 
-import cafe
+from cafe import counter
 from cafe_otel import BatchOptions, configure
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
 from otelstack.procs import free_ports
@@ -94,7 +94,8 @@ def test_mlflow_shows_a_cafe_shift_and_a_plain_sdk_program_as_its_users_expect(m
                        headers={"x-mlflow-experiment-id": experiment}, capture_content=True, metrics=False,
                        set_global=False, environ={}, batch=BatchOptions(export_timeout=30))
     # A café shift (its own spans: agent, chat, tools).
-    cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]), tracer=handle.tracer())
+    counter.run_shift(counter.ScriptedClient(), list(counter.DEFAULT_SCRIPT), counter.make_responder([]),
+                      tracer=handle.tracer())
     # A plain SDK program, instrumented on the wire.
     instrumentor = OpenAIWireInstrumentor()
     instrumentor.instrument(telemetry=handle)

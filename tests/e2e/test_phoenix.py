@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-import cafe
+from cafe import counter
 from cafe_otel import configure
 from otelstack.procs import free_ports
 from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
@@ -129,7 +129,8 @@ def test_phoenix_shows_a_cafe_shift_as_one_agent_tree_of_llm_and_tool_spans(phoe
     handle = configure(service_name="cafe-e2e", endpoint=phoenix.url, protocol="http/protobuf",
                        capture_content=True, metrics=False, set_global=False,
                        environ={"OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=cafe-shift"})
-    cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]), tracer=handle.tracer())
+    counter.run_shift(counter.ScriptedClient(), list(counter.DEFAULT_SCRIPT), counter.make_responder([]),
+                      tracer=handle.tracer())
     handle.shutdown(30.0)
     assert handle.account.dropped == 0, handle.account.summary()
     exported = handle.account.exported

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 import cafe
-from cafe.clients.base import Response
+import cafe.counter
+from cafe.counter.clients.base import Response
 from otelstack import Collector, Gateway, Jaeger, wait_for
 from otelstack.layout import RESOLVER_DNS
 
@@ -57,26 +58,26 @@ def _price_check(call_id: str) -> dict:
             "function": {"name": "price_check", "arguments": json.dumps({"item": "latte"})}}
 
 
-def consent_violation() -> cafe.CannedClient:
+def consent_violation() -> cafe.counter.CannedClient:
     """Fires a ticket nobody approved: the executor refuses, the shift ends in consent_violation."""
-    return cafe.CannedClient([{"content": None, "tool_calls": [_fire("f1")]}])
+    return cafe.counter.CannedClient([{"content": None, "tool_calls": [_fire("f1")]}])
 
 
-def turn_cap() -> cafe.CannedClient:
+def turn_cap() -> cafe.counter.CannedClient:
     """Asks for a price every turn and never answers: the shift ends at the turn cap
     (8 turns). No span of it has an error status, so only the stop-reason policy keeps it."""
-    return cafe.CannedClient([{"content": None, "tool_calls": [_price_check(f"p{n}")]} for n in range(12)])
+    return cafe.counter.CannedClient([{"content": None, "tool_calls": [_price_check(f"p{n}")]} for n in range(12)])
 
 
-def unknown_tool_then_answer() -> cafe.CannedClient:
+def unknown_tool_then_answer() -> cafe.counter.CannedClient:
     """Calls a tool that does not exist (an error span), then answers: ends `answered`,
     so only the error-status policy can keep it."""
     bad = {"id": "u1", "type": "function", "function": {"name": "make_espresso", "arguments": "{}"}}
-    return cafe.CannedClient([{"content": None, "tool_calls": [bad]}, {"content": "Sorry, I cannot."},
+    return cafe.counter.CannedClient([{"content": None, "tool_calls": [bad]}, {"content": "Sorry, I cannot."},
                               {"content": "Have a good day."}])
 
 
-class SlowClient(cafe.ScriptedClient):
+class SlowClient(cafe.counter.ScriptedClient):
     """The scripted model, 0.4 s a call: a shift that ends well but slowly."""
 
     def chat(self, *args: Any, **kwargs: Any) -> Response:
@@ -89,7 +90,7 @@ def client_for(i: int) -> object:
         return consent_violation()
     if i % 10 == 7:
         return turn_cap()
-    return cafe.ScriptedClient()
+    return cafe.counter.ScriptedClient()
 
 
 def binomial_bounds(n: int, p: float, confidence: float = 0.999) -> tuple[int, int]:
@@ -319,7 +320,7 @@ def test_each_keep_policy_keeps_its_shifts_and_nothing_else_is_kept_at_zero_perc
     procs.append(agent)
     agent.start()
     kinds = [("slow", SlowClient), ("turn_cap", turn_cap), ("error", unknown_tool_then_answer),
-             ("fast", cafe.ScriptedClient), ("consent_violation", consent_violation)]
+             ("fast", cafe.counter.ScriptedClient), ("consent_violation", consent_violation)]
     shifts = run_shifts(agent.otlp_grpc, "cafe-policies", 2 * len(kinds), client=lambda i: kinds[i % len(kinds)][1]())
     kind = {shifts.trace_ids[i]: kinds[i % len(kinds)][0] for i in range(len(shifts.trace_ids))}
     stops = {kinds[i % len(kinds)][0]: run.stop_reason for i, run in enumerate(shifts.runs)}

@@ -2,7 +2,7 @@
 
 No binaries needed: this reads collector.yaml, gateway.yaml and docker-compose.yml and
 imports the Python modules that own the attribute names (cafe_otel.semconv) and the
-stop reasons (cafe.loop). The Collector YAML cannot import them, so this is the link.
+stop reasons (cafe.counter.loop). The Collector YAML cannot import them, so this is the link.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def policy(gateway: dict, name: str) -> dict:
 
 
 def stop_reasons() -> set[str]:
-    from cafe.loop import STOP_REASONS
+    from cafe.counter.loop import STOP_REASONS
 
     # Plain strings today; an enum's members carry the string as `.value`.
     return {getattr(reason, "value", reason) for reason in STOP_REASONS}

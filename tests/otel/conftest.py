@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
+from cafe import counter
 from cafe_otel import BatchOptions, TelemetryHandle, configure
 
 SEED_DECISIONS = [("approve", None)]
@@ -38,10 +39,10 @@ def telemetry() -> Iterator[Telemetry]:
 SEED_CONVERSATION_ID = "shift-1"  # given, so that two runs of the seed shift compare equal
 
 
-def seed_shift(tracer: cafe.Tracer, client: Any = None) -> cafe.ShiftRun:
+def seed_shift(tracer: cafe.Tracer, client: Any = None) -> counter.ShiftRun:
     """The seed's two-line shift."""
-    return cafe.run_shift(client or cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT,
-                          cafe.make_responder(SEED_DECISIONS), tracer=tracer, conversation_id=SEED_CONVERSATION_ID)
+    return counter.run_shift(client or counter.ScriptedClient(), counter.DEFAULT_SCRIPT,
+                          counter.make_responder(SEED_DECISIONS), tracer=tracer, conversation_id=SEED_CONVERSATION_ID)
 
 
 def span_tree(spans: Sequence[ReadableSpan], *, keys: bool = False) -> list[tuple]:

@@ -12,9 +12,9 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-import cafe
-from cafe.clients.live import LiveClient
-from cafe.clients.settings import LiveSettings
+from cafe import counter
+from cafe.counter.clients.live import LiveClient
+from cafe.counter.clients.settings import LiveSettings
 from cafe_otel import configure
 from cafe_otel import semconv as sc
 from cafe_otel.agent import execute_tool, invoke_agent, tool_label
@@ -106,11 +106,11 @@ def test_tool_names_are_shape_checked_against_the_agents_own_definitions(name: s
 
 
 def test_a_cafe_shift_over_the_wire_has_one_chat_span_per_call_not_two(server: OpenAIServer) -> None:
-    from cafe.clients.settings import Secret
+    from cafe.counter.clients.settings import Secret
 
     with Instrumented() as telemetry:
         client = LiveClient(LiveSettings(server.base_url, Secret(KEY), "gpt-test"), max_retries=0)
-        cafe.run_shift(client, ["A latte, please."], cafe.make_responder([]), tracer=telemetry.handle.tracer())
+        counter.run_shift(client, ["A latte, please."], counter.make_responder([]), tracer=telemetry.handle.tracer())
         telemetry.handle.force_flush(2.0)
         spans = list(telemetry.sink.get_finished_spans())
     chats = [span for span in spans if span.name == "chat gpt-test"]

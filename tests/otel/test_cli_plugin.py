@@ -14,8 +14,9 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-import cafe
+from cafe import counter
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 from cafe.recording.errors import RecordingNotFound
 from cafe_otel import BatchOptions
 from cafe_otel._cli.plugin import ExporterLogCapture, TelemetryExportFailed, plugin
@@ -79,7 +80,7 @@ def receiver() -> Iterator[Receiver]:
 
 def _cli(argv, environ=None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(argv, environ=environ or {}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    code = main(argv, environ=environ or {}, out=out, err=err, load_plugins=lambda warn: [COUNTER, plugin])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -164,7 +165,8 @@ def test_a_dead_collector_costs_the_shift_nothing_and_is_reported(protocol):
 
 def test_cafe_replay_with_otlp_uses_the_recorded_timeline(receiver, tmp_path):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS),
                       decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
     code, _out, err = _cli(["replay", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
@@ -175,7 +177,8 @@ def test_cafe_replay_with_otlp_uses_the_recorded_timeline(receiver, tmp_path):
 
 def test_cafe_export_sends_a_recording(receiver, tmp_path):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS),
                       decisions=SEED_DECISIONS, seed=3, wall_clock_ns=lambda: ORIGIN)
     code, out, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
@@ -187,7 +190,8 @@ def test_cafe_export_sends_a_recording(receiver, tmp_path):
 
 def test_cafe_export_to_a_dead_collector_fails_in_one_line(tmp_path):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS))
     code, _, err = _cli(["export", str(path), "--otlp-protocol", "http/protobuf", "--timeout", "1",
                          "--otlp", f"http://127.0.0.1:{closed_port()}"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "300"})
     assert code == TelemetryExportFailed.exit_code
@@ -201,7 +205,8 @@ def test_cafe_export_errors_are_one_line(tmp_path):
     code, _, err = _cli(["export", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x.otlp")])
     assert code == RecordingNotFound.exit_code and err.count("\n") == 1 and err.startswith("cafe: error: ")
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS))
     code, _, err = _cli(["export", str(path)])
     assert code == 2
     assert err == "cafe: error: cafe export needs --otlp=ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT or --out FILE\n"
@@ -236,7 +241,8 @@ def _answering(status: int, *, reason: str = "", location: str = "", delay: floa
 
 def _recorded(tmp_path) -> str:
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS))
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS))
     return str(path)
 
 
@@ -287,7 +293,7 @@ def test_a_redirect_is_counted_under_its_status_in_the_self_observability_points
     with serving(_answering(308, location="https://127.0.0.1:1/")) as port:
         handle = configure(endpoint=f"http://127.0.0.1:{port}", protocol="http/protobuf", environ={}, metrics=False,
                            batch=BatchOptions(shutdown_timeout=5.0))
-        cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+        counter.run_shift(counter.ScriptedClient(), list(counter.DEFAULT_SCRIPT), counter.make_responder([]),
                        tracer=handle.tracer())
         handle.shutdown()
     points = {(p.name, p.error_type): p.value for p in handle.account.points()}
@@ -389,7 +395,7 @@ def test_a_trace_link_when_spans_were_delivered(receiver, tmp_path):
 
 
 def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monkeypatch):
-    import cafe.cli.shift
+    import cafe.counter.cli
     import cafe.recording.reader
     import cafe_otel._cli.plugin
 
@@ -401,7 +407,7 @@ def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monk
         loads.append(args[0] if args else kwargs.get("path"))
         return real(*args, **kwargs)
 
-    for module in (cafe.cli.shift, cafe.recording.reader, cafe_otel._cli.plugin):
+    for module in (counter.cli, cafe.recording.reader, cafe_otel._cli.plugin):
         monkeypatch.setattr(module, "load_recording", counting)
     code, _out, err = _cli(["replay", path, "--otlp-protocol", "http/protobuf", "--otlp", receiver.url])
     assert code == 0, err
@@ -418,7 +424,8 @@ def test_cafe_replay_with_otlp_reads_its_recording_once(receiver, tmp_path, monk
 ])
 def test_a_bare_otlp_never_swallows_the_recording_path(receiver, tmp_path, argv):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS),
                       decisions=SEED_DECISIONS, seed=3)
     filled = [word.format(path=path, url=receiver.url) for word in argv]
     # Without a URL after the flag, the endpoint comes from the environment, as --help says.
@@ -436,7 +443,8 @@ def test_a_bare_otlp_never_swallows_the_recording_path(receiver, tmp_path, argv)
 ])
 def test_an_endpoint_without_its_scheme_after_a_bare_otlp_is_the_endpoint(receiver, tmp_path, argv):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS),
                       decisions=SEED_DECISIONS, seed=3)
     endpoint = receiver.url.removeprefix("http://")  # 127.0.0.1:PORT, as --otlp=127.0.0.1:PORT takes it
     filled = [word.format(path=path, endpoint=endpoint) for word in argv]
@@ -448,7 +456,8 @@ def test_an_endpoint_without_its_scheme_after_a_bare_otlp_is_the_endpoint(receiv
 
 def test_a_bare_otlp_on_export_takes_the_endpoint_from_the_environment(receiver, tmp_path):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                         responder=counter.make_responder(SEED_DECISIONS),
                       decisions=SEED_DECISIONS, seed=3)
     code, out, err = _cli(["export", "--otlp", str(path)], {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
                                                              "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})

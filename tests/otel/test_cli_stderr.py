@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 from cafe_otel._cli.logs import ExporterLogCapture, redactor
 from cafe_otel._cli.plugin import plugin
 from cafe_otel._config.settings import TelemetryConfigError, resolve_settings
@@ -130,7 +131,7 @@ def test_a_header_no_exporter_can_send_is_exit_20_in_one_line():
     out, err = io.StringIO(), io.StringIO()
     code = main(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"],
                 environ={"OTEL_EXPORTER_OTLP_HEADERS": f"bad key={HEADER_SECRET}"}, out=out, err=err,
-                load_plugins=lambda warn: [plugin])
+                load_plugins=lambda warn: [COUNTER, plugin])
     assert code == 20
     assert err.getvalue().count("\n") == 1 and err.getvalue().startswith("cafe: error: OTLP header 1")
     assert HEADER_SECRET not in err.getvalue()

@@ -9,6 +9,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
+from cafe import counter
 from cafe_otel import AdvancedOptions, configure, encode
 
 CUSTOMER = "CANARY-CUSTOMER-7f3a I want the secret menu"
@@ -32,7 +33,7 @@ def _replies() -> list[dict]:
     ]
 
 
-class _Exploding(cafe.ScriptedClient):
+class _Exploding(counter.ScriptedClient):
     def chat(self, *args, **kwargs):
         raise ValueError(EXCEPTION)
 
@@ -40,13 +41,13 @@ class _Exploding(cafe.ScriptedClient):
 def _run_shifts(**options) -> tuple[bytes, list]:
     sink = InMemorySpanExporter()
     handle = configure(exporter=sink, environ={}, **options)
-    run = cafe.run_shift(cafe.CannedClient(_replies()), [CUSTOMER], cafe.make_responder([]),
+    run = counter.run_shift(counter.CannedClient(_replies()), [CUSTOMER], counter.make_responder([]),
                          tracer=handle.tracer(), system_prompt=SYSTEM)
     assert run.stop_reason == "answered"
     # The canary really is in the shift: in the tool results the model saw.
     assert any(ARGUMENT in str(m.get("content")) for m in run.messages if m["role"] == "tool")
     with pytest.raises(ValueError):
-        cafe.run_shift(_Exploding(), [CUSTOMER], cafe.make_responder([]), tracer=handle.tracer(),
+        counter.run_shift(_Exploding(), [CUSTOMER], counter.make_responder([]), tracer=handle.tracer(),
                        system_prompt=SYSTEM)
     handle.shutdown(2.0)
     assert handle.account.dropped == 0
@@ -124,7 +125,7 @@ def test_tool_spans_carry_arguments_and_result_at_their_own_end_time():
     handle = configure(exporter=sink, environ={}, capture_content=True)
     origin = 1_700_000_000_000_000_000
     tracer = handle.tracer(cafe.TickClock(), origin_unix_nano=origin)
-    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+    counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder([]), tracer=tracer)
     handle.shutdown(2.0)
     nodes = {node.attrs["call_id"]: node for node in tracer.nodes("tool")}
     tools = [s for s in sink.get_finished_spans() if s.name == "execute_tool price_check"]
@@ -143,10 +144,10 @@ def test_tool_spans_carry_arguments_and_result_at_their_own_end_time():
 def test_a_metadata_only_tracer_does_not_copy_inputs_it_will_never_export(capture, kept):
     handle = configure(exporter=InMemorySpanExporter(), environ={}, capture_content=capture)
     tracer = handle.tracer()
-    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+    counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder([]), tracer=tracer)
     handle.shutdown(1.0)
     inputs = [node.generation.input for node in tracer.generations()]
     assert len(inputs) == 4  # the order is rejected: priced, noted, proposed, answered
     assert all(bool(messages) is kept for messages in inputs)
     if kept:
-        assert inputs[0][1]["content"] == cafe.DEFAULT_SCRIPT[0]
+        assert inputs[0][1]["content"] == counter.DEFAULT_SCRIPT[0]

@@ -7,14 +7,17 @@ import os
 import stat
 
 from cafe.cli import main
-from cafe.demo import STORY_SCRIPT
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.demo import STORY_SCRIPT
 from cafe.recording import load_recording
 from cafe_otel._cli.plugin import plugin
+from cafe_otel._counter.plugin import plugin as COUNTER_OTEL
 
 
 def _demo(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(["demo", *argv], environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    code = main(["demo", *argv], environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER, COUNTER_OTEL,
+                                                                                          plugin])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -77,7 +80,8 @@ def test_the_demo_ends_on_what_a_user_buys_it_for_and_the_next_commands(tmp_path
             argv = command.split()[1:]
             if "-o" in argv or "--report" in argv:
                 argv[-1] = str(tmp_path / f"again-{number}.html")
-            assert main(argv, environ={}, out=io.StringIO(), err=io.StringIO(), load_plugins=lambda warn: []) == 0
+            assert main(argv, environ={}, out=io.StringIO(), err=io.StringIO(),
+                        load_plugins=lambda warn: [COUNTER]) == 0
 
 
 def test_without_keep_the_demo_leaves_nothing_behind(tmp_path, monkeypatch):

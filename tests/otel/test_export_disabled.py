@@ -7,12 +7,13 @@ import io
 from pathlib import Path
 
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 from cafe_otel._cli.plugin import plugin
 
 
 def _cli(argv: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(argv, environ=environ, out=out, err=err, load_plugins=lambda warn: [plugin])
+    code = main(argv, environ=environ, out=out, err=err, load_plugins=lambda warn: [COUNTER, plugin])
     return code, out.getvalue(), err.getvalue()
 
 

@@ -14,8 +14,10 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 from cafe_otel._cli.plugin import plugin
-from cafe_otel._offline.golden import GoldenMismatch, GoldenMissing, check_golden, first_change, replay_otlp
+from cafe_otel._counter.golden import GoldenMismatch, GoldenMissing, check_golden, first_change, replay_otlp
+from cafe_otel._counter.plugin import plugin as COUNTER_OTEL
 from cafe_otel._offline.otlp_bytes import diff
 
 RECORDINGS = Path(__file__).resolve().parents[1] / "recordings"
@@ -24,7 +26,7 @@ RECORDING, GOLDEN = RECORDINGS / "seed-shift.jsonl", RECORDINGS / "seed-shift.ot
 
 def cafe_cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER, COUNTER_OTEL, plugin])
     return code, out.getvalue(), err.getvalue()
 
 

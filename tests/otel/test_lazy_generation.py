@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
+import cafe.counter
 from cafe_otel._spans.listener import SpanListener
 
 from .conftest import seed_shift, span_tree
@@ -44,7 +45,7 @@ class _Peeking:
     """A local client that, inside its call, adds to and looks at the current span."""
 
     def __init__(self) -> None:
-        self.inner = cafe.ScriptedClient()
+        self.inner = cafe.counter.ScriptedClient()
         self.model, self.provider = self.inner.model, self.inner.provider
         self.seen: list[tuple[int, bool]] = []
 

@@ -18,8 +18,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, TraceState
 
-import cafe
-from cafe.clients import LiveClient, LiveSettings, Secret
+from cafe import counter
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.clients import LiveClient, LiveSettings, Secret
 from cafe_otel import BatchOptions, MetadataOnlySpanProcessor, MetricsOptions, TelemetryAccount, configure, encode
 from cafe_otel._privacy.processor import HASH_MARKER, sanitise_span
 from cafe_otel._privacy.shapes import REDACTED_NAME, SHAPES
@@ -218,7 +219,8 @@ def _live_shift(base_url: str, **options):
     client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
     handle = configure(exporter=sink, environ={}, secrets=client.secrets(), **options,
                        batch=BatchOptions(schedule_delay=0.05))
-    run = cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
+    run = counter.run_shift(client, counter.DEFAULT_SCRIPT, counter.make_responder(SEED_DECISIONS),
+                            tracer=handle.tracer())
     handle.shutdown(5.0)  # returns once flushed; the bound only matters on a loaded machine
     return run, list(sink.get_finished_spans()), handle.account
 
@@ -295,7 +297,7 @@ def _live_cli_shift(reply: dict, options: list[str], environ: dict[str, str]):
                          f"--otlp={receiver.url}"],
                         environ={"COURSE_MODE": "live", "CAFE_BASE_URL": url, "CAFE_API_KEY": KEY,
                                  "CAFE_MODEL": "gpt-4o-mini", **environ},
-                        out=out, err=err, load_plugins=lambda warn: [plugin])
+                        out=out, err=err, load_plugins=lambda warn: [COUNTER, plugin])
     finally:
         receiver.server.shutdown()
         receiver.server.server_close()
@@ -338,7 +340,7 @@ def _live_shift_metrics(base_url: str) -> tuple[bytes, TelemetryAccount]:
     client = LiveClient(LiveSettings(base_url, Secret(KEY), "gpt-4o-mini"), max_retries=0, timeout=10)
     handle = configure(exporter=InMemorySpanExporter(), environ={}, secrets=client.secrets(),
                        batch=BatchOptions(schedule_delay=0.05), metrics=MetricsOptions(exporter=metrics))
-    cafe.run_shift(client, cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS), tracer=handle.tracer())
+    counter.run_shift(client, counter.DEFAULT_SCRIPT, counter.make_responder(SEED_DECISIONS), tracer=handle.tracer())
     handle.shutdown(5.0)
     assert b"gen_ai.client.token.usage" in metrics.data  # the export did happen
     return metrics.data, handle.account
@@ -386,7 +388,7 @@ def test_a_secret_added_after_configure_is_kept_out_of_the_resource_and_counted(
     spans, metrics = InMemorySpanExporter(), KeptMetrics()
     handle = configure(exporter=spans, environ={"OTEL_RESOURCE_ATTRIBUTES": f"team=bar,token={KEY}"},
                        batch=BatchOptions(schedule_delay=0.05), metrics=MetricsOptions(exporter=metrics))
-    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS),
+    counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder(SEED_DECISIONS),
                    tracer=handle.tracer())
     assert handle.force_flush(5.0)
     assert spans.get_finished_spans()[0].resource.attributes["token"] == KEY  # not a secret yet: it left
@@ -394,7 +396,7 @@ def test_a_secret_added_after_configure_is_kept_out_of_the_resource_and_counted(
     spans.clear()
     metrics.data = b""
     handle.add_secrets([KEY])
-    run = cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder(SEED_DECISIONS),
+    run = counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder(SEED_DECISIONS),
                          tracer=handle.tracer())
     handle.shutdown(5.0)
     exported = spans.get_finished_spans()

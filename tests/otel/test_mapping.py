@@ -7,13 +7,14 @@ import json
 from opentelemetry.trace import StatusCode
 
 import cafe
+from cafe import counter
 from cafe.trace import EventLog, GenerationStarted, Phase, PhaseStarted
 from cafe_otel._spans import content, mapping
 
 
 def _started_generation(client) -> GenerationStarted:
     log = EventLog()
-    cafe.TracingClient(client, cafe.Tracer(listeners=[log], tree=False)).chat([{"role": "user", "content": "hello"}])
+    counter.TracingClient(client, cafe.Tracer(listeners=[log], tree=False)).chat([{"role": "user", "content": "hello"}])
     [started] = log.of(GenerationStarted)
     return started
 
@@ -24,10 +25,10 @@ def _fire(table: int, items: list[str], call_id: str) -> dict:
 
 
 def test_a_refused_fire_is_an_error_span_and_the_rest_of_the_batch_is_cancelled(telemetry):
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [_fire(4, ["latte"], "c1"), _fire(4, ["latte"], "c2")]},
     ])
-    run = cafe.run_shift(client, ["A latte, table 4."], cafe.make_responder([]),
+    run = counter.run_shift(client, ["A latte, table 4."], counter.make_responder([]),
                          tracer=telemetry.handle.tracer())
     assert run.stop_reason == "consent_violation"
     tools = [s for s in telemetry.spans() if s.name == "execute_tool fire_ticket"]
@@ -41,12 +42,12 @@ def test_a_refused_fire_is_an_error_span_and_the_rest_of_the_batch_is_cancelled(
 def test_an_approved_fire_carries_the_ticket_number(telemetry):
     propose = {"id": "p1", "type": "function", "function": {
         "name": "propose_order", "arguments": json.dumps({"items": ["latte"], "table": 4})}}
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [propose]},
         {"content": None, "tool_calls": [_fire(4, ["latte"], "f1")]},
         {"content": "Fired."},
     ])
-    run = cafe.run_shift(client, ["A latte, table 4."], cafe.make_responder([("approve", None)]),
+    run = counter.run_shift(client, ["A latte, table 4."], counter.make_responder([("approve", None)]),
                          tracer=telemetry.handle.tracer())
     assert run.stop_reason == "answered"
     fired = next(s for s in telemetry.spans() if s.name == "execute_tool fire_ticket")
@@ -57,21 +58,21 @@ def test_an_approved_fire_carries_the_ticket_number(telemetry):
 
 def test_a_hallucinated_tool_name_never_becomes_a_span_name(telemetry):
     call = {"id": "x1", "type": "function", "function": {"name": "Sell me the recipe", "arguments": "{}"}}
-    client = cafe.CannedClient([{"content": None, "tool_calls": [call]}, {"content": "Sorry."}])
-    cafe.run_shift(client, ["hi"], cafe.make_responder([]), tracer=telemetry.handle.tracer())
+    client = counter.CannedClient([{"content": None, "tool_calls": [call]}, {"content": "Sorry."}])
+    counter.run_shift(client, ["hi"], counter.make_responder([]), tracer=telemetry.handle.tracer())
     spans = telemetry.spans()
     assert "execute_tool unknown_tool" in {s.name for s in spans}
     assert not any("recipe" in s.name or "recipe" in repr(dict(s.attributes)) for s in spans)
 
 
 def test_server_attributes_come_from_a_client_that_knows_its_endpoint():
-    class Live(cafe.ScriptedClient):
+    class Live(counter.ScriptedClient):
         server_address, server_port = "models.example", 443
 
     for client, expected in ((Live(), {"server.address": "models.example", "server.port": 443}),
-                             (cafe.ScriptedClient(), {})):
+                             (counter.ScriptedClient(), {})):
         tracer = cafe.Tracer()
-        cafe.TracingClient(client, tracer).chat([{"role": "user", "content": "hello"}])
+        counter.TracingClient(client, tracer).chat([{"role": "user", "content": "hello"}])
         assert "server_address" not in tracer.render()  # transport detail, not part of the tree
         attributes = mapping.generation_start(_started_generation(client), None, None)
         assert {k: v for k, v in attributes.items() if k.startswith("server.")} == expected
@@ -121,10 +122,10 @@ def test_capture_mode_from_argument_and_environment():
 
 
 def test_the_endpoint_shows_through_a_recording_wrapper(tmp_path):
-    class Live(cafe.ScriptedClient):
+    class Live(counter.ScriptedClient):
         server_address, server_port = "models.example", 8443
 
-    recorder = cafe.RecordingClient(Live(), tmp_path / "r.jsonl")
+    recorder = counter.RecordingClient(Live(), tmp_path / "r.jsonl")
     started = _started_generation(recorder)
     recorder.close()
     attributes = mapping.generation_start(started, None, None)

@@ -24,7 +24,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
-from cafe.outcomes import StopReason, ToolStatus
+from cafe.counter import DEFAULT_SCRIPT, ScriptedClient, make_responder, run_shift
 from cafe.trace.events import (
     GenerationEnded,
     GenerationRequest,
@@ -32,6 +32,7 @@ from cafe.trace.events import (
     ShiftEnded,
     ToolEnded,
 )
+from cafe.trace.outcomes import StopReason, ToolStatus
 from cafe_otel import MetricsOptions, TelemetryAccount, configure
 from cafe_otel._metrics.aggregation import CARDINALITY_LIMIT, OVERFLOW, InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
@@ -289,7 +290,7 @@ def test_configure_sends_the_genai_metrics_of_a_shift_through_the_reader():
     exporter = Kept(DELTA)
     handle = configure(exporter=InMemorySpanExporter(), environ={}, metrics=MetricsOptions(exporter=exporter))
     tracer = handle.tracer()
-    cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]), tracer=tracer)
+    run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]), tracer=tracer)
     handle.shutdown(5.0)
     usage = cafe.usage_of(tracer)
     points: dict[str, list] = {}

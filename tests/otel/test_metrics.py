@@ -10,6 +10,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
 import cafe
+from cafe import counter
 from cafe_otel import semconv as sc
 from cafe_otel._metrics.listener import DURATION_BUCKETS, TOKEN_USAGE_BUCKETS, MetricsListener
 
@@ -36,7 +37,7 @@ def _metrics(reader: InMemoryMetricReader) -> dict[str, tuple]:
 def _run(client, script, decisions=(), *, listener_source=None):
     reader, provider = _reader()
     tracer = cafe.Tracer(clock=cafe.TickClock(step=0.25), listeners=[MetricsListener(provider)])
-    run = cafe.run_shift(client, script, cafe.make_responder(list(decisions)), tracer=tracer)
+    run = counter.run_shift(client, script, counter.make_responder(list(decisions)), tracer=tracer)
     return run, tracer, _metrics(reader)
 
 
@@ -46,7 +47,7 @@ def _sum(points, **attributes) -> int:
 
 
 def test_token_usage_and_duration_follow_the_pinned_spec_on_the_seed_shift():
-    run, tracer, found = _run(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT)
+    run, tracer, found = _run(counter.ScriptedClient(), counter.DEFAULT_SCRIPT)
     usage = cafe.usage_of(tracer)
     tokens, token_points = found["gen_ai.client.token.usage"]
     assert (tokens.unit, type(tokens.data).__name__) == ("{token}", "Histogram")
@@ -95,7 +96,7 @@ def _call(call_id, name, arguments):
 
 def test_our_counters_count_consent_tickets_repairs_and_stop_reasons_with_no_free_text():
     order = {"items": ["latte"], "table": 4}
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [_call("bad", "propose_order", {"items": [CANARY], "table": 4})]},
         {"content": None, "tool_calls": [_call("p1", "propose_order", order)]},
         {"content": None, "tool_calls": [_call("p2", "propose_order", order)]},
@@ -129,7 +130,7 @@ def test_a_failing_call_records_its_duration_with_error_type_and_no_tokens():
     class Boom(RuntimeError):
         pass
 
-    class Failing(cafe.ScriptedClient):
+    class Failing(counter.ScriptedClient):
         server_address, server_port = "models.example", 8443
 
         def chat(self, *args, **kwargs):
@@ -138,7 +139,7 @@ def test_a_failing_call_records_its_duration_with_error_type_and_no_tokens():
     reader, provider = _reader()
     tracer = cafe.Tracer(listeners=[MetricsListener(provider)])
     with pytest.raises(Boom):
-        cafe.run_shift(Failing(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+        counter.run_shift(Failing(), counter.DEFAULT_SCRIPT, counter.make_responder([]), tracer=tracer)
     found = _metrics(reader)
     assert "gen_ai.client.token.usage" not in found  # no count reported, so none recorded
     [point] = found["gen_ai.client.operation.duration"][1]
@@ -157,7 +158,7 @@ def test_metrics_and_spans_listen_to_the_same_tracer_side_by_side(telemetry):
     reader, provider = _reader()
     tracer = telemetry.handle.tracer()
     tracer.add_listener(MetricsListener(provider))
-    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=tracer)
+    counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder([]), tracer=tracer)
     chats = [s for s in telemetry.spans() if s.name.startswith("chat ")]
     token_points = _metrics(reader)["gen_ai.client.token.usage"][1]
     assert _sum(token_points, **{"gen_ai.token.type": "input"}) == sum(
@@ -168,12 +169,12 @@ def test_metrics_and_spans_listen_to_the_same_tracer_side_by_side(telemetry):
 def test_every_metric_attribute_is_a_declared_one():
     """What the listener puts on a metric is on the declared list the Collector's metrics
     allowlist is checked against (tests/e2e/test_compose.py)."""
-    from cafe.clients.story import StoryClient
-    from cafe.demo import STORY_DECISIONS, STORY_SCRIPT
+    from cafe.counter.clients.story import StoryClient
+    from cafe.counter.demo import STORY_DECISIONS, STORY_SCRIPT
 
     reader = InMemoryMetricReader()
     listener = MetricsListener(MeterProvider(metric_readers=[reader], shutdown_on_exit=False))
-    cafe.run_shift(StoryClient(), list(STORY_SCRIPT), cafe.make_responder(STORY_DECISIONS),
+    counter.run_shift(StoryClient(), list(STORY_SCRIPT), counter.make_responder(STORY_DECISIONS),
                    tracer=cafe.Tracer(listeners=[listener]))
     keys = {key for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
             for metric in sm.metrics for point in metric.data.data_points for key in point.attributes}

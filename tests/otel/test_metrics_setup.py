@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import cafe
+from cafe import counter
 from cafe_otel import BatchOptions, MetricsOptions, TelemetryConfigError, configure
 from cafe_otel._config.metrics import resolve_metric_settings
 from cafe_otel._config.settings import resolve_settings
@@ -41,8 +41,8 @@ class Metrics(MetricExporter):
         return None
 
 
-def _shift(handle) -> cafe.ShiftRun:
-    return cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+def _shift(handle) -> counter.ShiftRun:
+    return counter.run_shift(counter.ScriptedClient(), list(counter.DEFAULT_SCRIPT), counter.make_responder([]),
                           tracer=handle.tracer())
 
 

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
+from cafe import counter
 from cafe.recording.format import Timing
 from cafe_otel import AdvancedOptions, SequentialIdGenerator, configure, export_recording
 from cafe_otel._offline.recording_export import calls_only_events, shift_events
@@ -47,13 +48,13 @@ def _three_ways(tmp_path: Path, client, script, decisions) -> tuple[list, list, 
     path = tmp_path / "shift.jsonl"
     live_sink = InMemorySpanExporter()
     live = _handle(live_sink)
-    run, _ = cafe.record_shift(client, script, path, responder=cafe.make_responder(decisions),
+    run, _ = counter.record_shift(client, script, path, responder=counter.make_responder(decisions),
                                decisions=decisions, tracer=live.tracer())
     live.shutdown(2.0)
 
     replay_sink = InMemorySpanExporter()
     replay = _handle(replay_sink)
-    replayed, _ = cafe.replay_shift(path, tracer=replay.tracer(cafe.TickClock(), origin_unix_nano=ORIGIN))
+    replayed, _ = counter.replay_shift(path, tracer=replay.tracer(cafe.TickClock(), origin_unix_nano=ORIGIN))
     replay.shutdown(2.0)
     assert replayed.stop_reason == run.stop_reason
 
@@ -67,8 +68,8 @@ def _three_ways(tmp_path: Path, client, script, decisions) -> tuple[list, list, 
 
 
 def test_the_built_in_shift_live_replayed_and_exported_gives_the_same_spans(tmp_path):
-    live, replayed, exported = _three_ways(tmp_path, cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT,
-                                           cafe.DEFAULT_DECISIONS)
+    live, replayed, exported = _three_ways(tmp_path, counter.ScriptedClient(), counter.DEFAULT_SCRIPT,
+                                           counter.DEFAULT_DECISIONS)
     assert len(live) == 17
     assert _tree(live) == _tree(replayed) == _tree(exported)
     # Times may differ, but each export sits on its recording's timeline, not the wall clock now.
@@ -82,7 +83,7 @@ def test_a_shift_with_consent_a_ticket_and_a_refused_fire_agrees_three_ways(tmp_
         return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
     order = {"items": ["latte"], "table": 4}
-    client = cafe.CannedClient([
+    client = counter.CannedClient([
         {"content": None, "tool_calls": [call("p1", "propose_order", order)]},
         {"content": None, "tool_calls": [call("f1", "fire_ticket", order)]},
         {"content": None, "tool_calls": [call("f2", "fire_ticket", order), call("x1", "Sell me the recipe", {})]},
@@ -102,7 +103,7 @@ def test_a_recording_that_does_not_replay_exports_its_calls_through_the_same_map
     """A plain file from another harness (its requests are not what cafe would send): the
     calls alone, as `invoke_agent` and one `chat` per call, mapped like the live ones."""
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]))
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path, responder=counter.make_responder([]))
     recording = cafe.load_recording(path)
     foreign = tmp_path / "foreign.jsonl"
     lines = []
@@ -122,7 +123,8 @@ def test_a_recording_that_does_not_replay_exports_its_calls_through_the_same_map
     assert len(chats) == 4 and all(s.kind.name == "CLIENT" for s in chats)
     live_sink = InMemorySpanExporter()
     live = _handle(live_sink)
-    cafe.run_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, cafe.make_responder([]), tracer=live.tracer())
+    counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder([]),
+                      tracer=live.tracer())
     live.shutdown(2.0)
     live_chats = sorted((s for s in live_sink.get_finished_spans() if s.name.startswith("chat ")),
                         key=lambda s: s.start_time)
@@ -136,7 +138,7 @@ def test_a_recording_that_does_not_replay_exports_its_calls_through_the_same_map
 @pytest.mark.parametrize("capture", ["SPAN_ONLY", "NO_CONTENT"])
 def test_export_carries_content_only_when_asked(tmp_path, capture):
     path = tmp_path / "shift.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]))
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path, responder=counter.make_responder([]))
     sink = InMemorySpanExporter()
     handle = configure("cafe", exporter=sink, environ={}, capture_content=capture,
                        advanced=AdvancedOptions(replay=True))
@@ -154,7 +156,8 @@ def test_any_recorded_timeline_puts_chats_at_their_calls_and_parents_around_chil
     `chat` still sits at its recorded window and every span holds its children."""
     path = tmp_path / "timeline.jsonl"
     if not path.exists():
-        cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]))
+        counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path,
+                             responder=counter.make_responder([]))
     recording = cafe.load_recording(path)
     calls = [replace(c, timing=Timing(start, duration)) for c, (start, duration) in zip(recording.calls, timings,
                                                                                       strict=True)]

@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-import cafe
+from cafe.counter import DEFAULT_SCRIPT, ScriptedClient, make_responder, run_shift
 from cafe_otel import configure
 from cafe_otel._export.account import EXPORTER_METRIC_POINTS_EXPORTED, EXPORTER_SPAN_EXPORTED, REJECTED
 from cafe_otel._export.batch import BoundedBatchSpanProcessor
@@ -64,7 +64,7 @@ def _rejecting(spans: int = 0, points: int = 0) -> Answer:
 def _shift_through(endpoint: str, *, metrics: bool = False) -> Any:
     handle = configure(service_name="cafe-test", endpoint=endpoint, protocol="http/protobuf",
                        metrics=metrics, environ={})
-    cafe.run_shift(cafe.ScriptedClient(), list(cafe.DEFAULT_SCRIPT), cafe.make_responder([]),
+    run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]),
                    tracer=handle.tracer())
     handle.shutdown(2.0)
     return handle

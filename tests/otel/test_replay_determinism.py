@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import cafe
+from cafe import counter
 from cafe.cli import main
 from cafe_otel import AdvancedOptions, SequentialIdGenerator, configure, describe, diff, encode, export_recording
 from cafe_otel._cli.plugin import plugin
@@ -27,8 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def recording(tmp_path) -> Path:
     path = tmp_path / "seed-shift.jsonl"
-    run, _ = cafe.record_shift(
-        cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder(SEED_DECISIONS),
+    run, _ = counter.record_shift(
+        counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path, responder=counter.make_responder(SEED_DECISIONS),
         decisions=SEED_DECISIONS, seed=7, wall_clock_ns=lambda: ORIGIN,
     )
     assert run.stop_reason == "answered"
@@ -42,7 +43,7 @@ def replay_to_otlp(path: Path) -> bytes:
     handle = configure("cafe-replay", exporter=sink, environ={},
                        advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
     tracer = handle.tracer(cafe.TickClock(), origin_unix_nano=recording.header.clock_origin_unix_nano)
-    run, _ = cafe.replay_shift(recording, tracer=tracer)
+    run, _ = counter.replay_shift(recording, tracer=tracer)
     assert run.stop_reason == "answered"
     handle.shutdown(2.0)
     assert handle.account.dropped == 0
@@ -80,7 +81,7 @@ def test_the_diff_names_what_differs(recording):
     sink = InMemorySpanExporter()
     handle = configure("cafe-replay", exporter=sink, environ={},
                        advanced=AdvancedOptions(replay=True, id_generator=SequentialIdGenerator()))
-    cafe.replay_shift(recording, tracer=handle.tracer(cafe.TickClock(step=2.0), origin_unix_nano=ORIGIN))
+    counter.replay_shift(recording, tracer=handle.tracer(cafe.TickClock(step=2.0), origin_unix_nano=ORIGIN))
     handle.shutdown(2.0)
     other = encode(sink.get_finished_spans())
     text = diff(first, other)
@@ -176,10 +177,10 @@ def test_the_plugin_is_found_through_its_entry_point():
 
 def test_the_conversation_id_travels_from_the_recording_to_replays_and_exported_spans(tmp_path):
     path = tmp_path / "conversation.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, path, responder=cafe.make_responder([]),
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path, responder=counter.make_responder([]),
                       conversation_id="shift-7f3a")
     assert cafe.load_recording(path).header.conversation_id == "shift-7f3a"
-    replayed, _ = cafe.replay_shift(path, responder=cafe.make_responder([]))
+    replayed, _ = counter.replay_shift(path, responder=counter.make_responder([]))
     assert replayed.conversation_id == "shift-7f3a"
     sink = InMemorySpanExporter()
     handle = configure("cafe-export", exporter=sink, environ={}, advanced=AdvancedOptions(replay=True))

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
 
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 from cafe.errors import ConfigurationError
 from cafe_otel import AdvancedOptions, BatchOptions, MetricsOptions, TelemetryConfigError, configure, resolve_settings
 from cafe_otel._cli.plugin import plugin
@@ -739,7 +740,7 @@ def test_the_cli_names_only_traces_it_sent() -> None:
         # A receiver that stores them: a trace note names only spans delivered.
         code = main(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp={receiver.url}"],
                     environ={"OTEL_TRACES_SAMPLER": sampler, "OTEL_METRICS_EXPORTER": "none"},
-                    out=out, err=err, load_plugins=lambda warn: [plugin])
+                    out=out, err=err, load_plugins=lambda warn: [COUNTER, plugin])
         assert code == 0, err.getvalue()
         return [line for line in (out.getvalue() + err.getvalue()).splitlines() if line.startswith("trace: ")]
 
@@ -755,5 +756,5 @@ def test_a_sampler_cafe_does_not_build_stops_the_cli_with_its_exit_code() -> Non
     err = io.StringIO()
     code = main(["shift", "--seed", "1", f"--otlp=http://127.0.0.1:{closed_port()}"],
                 environ={"OTEL_TRACES_SAMPLER": "xray"}, out=io.StringIO(), err=err,
-                load_plugins=lambda warn: [plugin])
+                load_plugins=lambda warn: [COUNTER, plugin])
     assert code == 20 and err.getvalue().startswith("cafe: error: OTEL_TRACES_SAMPLER: 'xray' is not one cafe builds")

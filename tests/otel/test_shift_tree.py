@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import cafe
+import cafe.counter
 import cafe_otel
 from cafe_otel import SCHEMA_URL, OTelTracer
 
@@ -145,7 +146,7 @@ class _InstrumentedClient:
     """A client whose call is traced by a third-party instrumentation on the same provider."""
 
     def __init__(self, provider: TracerProvider) -> None:
-        self.inner = cafe.ScriptedClient()
+        self.inner = cafe.counter.ScriptedClient()
         self.model, self.provider = self.inner.model, self.inner.provider
         self._tracer = provider.get_tracer("third.party.http")
 
@@ -185,7 +186,7 @@ def test_an_exception_sets_error_type_status_and_an_exception_event(telemetry):
     class Boom(RuntimeError):
         pass
 
-    class FailingClient(cafe.ScriptedClient):
+    class FailingClient(cafe.counter.ScriptedClient):
         def chat(self, *args, **kwargs):
             raise Boom("the model endpoint fell over")
 

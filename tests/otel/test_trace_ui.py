@@ -9,6 +9,7 @@ import io
 import pytest
 
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 from cafe_otel._cli.plugin import plugin
 from tests.local_http import QuietHandler, serving
 
@@ -25,7 +26,7 @@ def _shift(jaeger: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with serving(_Accepting) as port:
         code = main(["shift", "--seed", "1", "--otlp-protocol", "http/protobuf", f"--otlp=http://127.0.0.1:{port}"],
-                    environ={"CAFE_JAEGER_URL": jaeger}, out=out, err=err, load_plugins=lambda warn: [plugin])
+                    environ={"CAFE_JAEGER_URL": jaeger}, out=out, err=err, load_plugins=lambda warn: [COUNTER, plugin])
     return code, out.getvalue(), err.getvalue()
 
 

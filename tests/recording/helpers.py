@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cafe.cli import main
+from cafe.counter.cli import plugin as COUNTER
 
 # Stands for customer text: it must never appear in an error message.
 CUSTOMER_TEXT = "CUSTOMER-CANARY: my name is Jo and I live at 1 Example Road"
@@ -69,7 +70,7 @@ def valid_bytes(calls: int = 2, ending: bool = True) -> bytes:
 
 def run_cli(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), environ=environ or {}, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(list(argv), environ=environ or {}, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 

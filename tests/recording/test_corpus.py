@@ -233,9 +233,9 @@ def test_a_bad_line_in_the_middle_is_not_excused_as_truncation(tmp_path: Path):
 
 
 def test_cli_allow_truncated_replays_the_complete_lines(tmp_path: Path):
-    from cafe.clients.scripted import ScriptedClient
-    from cafe.consent import make_responder
-    from cafe.recording import record_shift
+    from cafe.counter import record_shift
+    from cafe.counter.clients.scripted import ScriptedClient
+    from cafe.counter.consent import make_responder
 
     path = tmp_path / "shift.jsonl"
     record_shift(ScriptedClient(), ["A latte, please.", "Nothing else."], path,

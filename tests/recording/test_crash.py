@@ -20,8 +20,8 @@ from tests.recording.helpers import run_cli, valid_bytes
 RECORDER = textwrap.dedent(
     """
     import sys, time
-    from cafe.clients.scripted import ScriptedClient
-    from cafe.consent import make_responder
+    from cafe.counter.clients.scripted import ScriptedClient
+    from cafe.counter.consent import make_responder
     from cafe.recording import record_shift
 
     class SlowClient(ScriptedClient):

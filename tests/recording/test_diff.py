@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cafe.recording import ReplayClient, ReplayMismatch, Scrubber, load_recording
+from cafe.counter import ReplayClient
+from cafe.recording import ReplayMismatch, Scrubber, load_recording
 from cafe.recording.diff import describe, first_difference
 from tests.recording.helpers import CUSTOMER_TEXT, call, header, request, run_cli
 

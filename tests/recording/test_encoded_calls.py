@@ -20,9 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cafe.counter import ReplayClient
 from cafe.errors import NotJSON
 from cafe.jsondata import plain_json
-from cafe.recording import RecordedCall, ReplayClient, ReplayMismatch, Scrubber, Timing, load_recording
+from cafe.recording import RecordedCall, ReplayMismatch, Scrubber, Timing, load_recording
 from cafe.recording.format import encoded
 from cafe.recording.reader import _decode_fast_held
 from tests.recording.helpers import dump, header, identical, response

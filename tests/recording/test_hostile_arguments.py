@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
+from cafe.counter import RecordingClient, ReplayClient
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
+from cafe.counter.loop import run_shift
 from cafe.errors import CafeError, ScriptError
-from cafe.loop import run_shift
-from cafe.recording import (
-    MalformedLine,
-    RecordingClient,
-    RecordingError,
-    RecordingUnwritable,
-    ReplayClient,
-    load_recording,
-)
+from cafe.recording import MalformedLine, RecordingError, RecordingUnwritable, load_recording
 from cafe.recording.modes import RecordMode, UnknownRecordMode
 from tests.recording.helpers import call, header, run_cli, valid_bytes
 

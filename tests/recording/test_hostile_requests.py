@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cafe.clients.scripted import ScriptedClient
+from cafe.counter import RecordingClient, ReplayClient
+from cafe.counter.clients.scripted import ScriptedClient
 from cafe.errors import CafeError, ConversationError, NotJSON
-from cafe.recording import RecordingClient, ReplayClient, Scrubber, load_recording
+from cafe.recording import Scrubber, load_recording
 from tests.recording.helpers import CUSTOMER_TEXT, call, header, response
 
 

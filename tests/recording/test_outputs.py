@@ -11,9 +11,9 @@ import pytest
 
 from cafe.cli import main
 from cafe.cli.plugins import installed_plugins
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
-from cafe.recording import record_shift
+from cafe.counter import record_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
 from cafe.recording.output import UnsafeOutput
 from tests.recording.helpers import snapshot, valid_bytes
 

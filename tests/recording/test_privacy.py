@@ -9,20 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from cafe.clients.canned import CannedClient
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
+from cafe.counter import RecordingClient, record_shift
+from cafe.counter.clients.canned import CannedClient
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
 from cafe.recording import (
     Ending,
     Header,
-    RecordingClient,
     RecordingDisabled,
     RecordingExists,
     RecordingWriter,
     Scrubber,
     Timing,
     load_recording,
-    record_shift,
 )
 from cafe.recording.check import check_file, customer_data_kinds, iban_ok, luhn_ok
 from cafe.recording.errors import RecordingNotClean, RecordingNotFound, RecordingUnwritable
@@ -123,8 +122,8 @@ def test_canaries_never_reach_the_file_through_the_writer(tmp_path: Path, path_k
 
 
 def test_the_live_client_key_is_scrubbed_through_its_secrets(tmp_path: Path):
-    from cafe.clients.live import LiveClient
-    from cafe.clients.settings import LiveSettings, Secret
+    from cafe.counter.clients.live import LiveClient
+    from cafe.counter.clients.settings import LiveSettings, Secret
 
     live = LiveClient(LiveSettings("http://127.0.0.1:9/v1", Secret(LIVE_SECRET), LIVE_SECRET))
     assert live.secrets() == [LIVE_SECRET]
@@ -350,17 +349,18 @@ def test_a_scrubbed_shift_still_replays_with_a_matching_transcript(tmp_path: Pat
 
 
 def test_the_keyword_table_is_what_the_secret_patterns_give() -> None:
-    from cafe import _scan_keywords
+    from cafe import _scan_generate
 
-    assert _scan_keywords.TABLE.read_text(encoding="utf-8") == _scan_keywords.table_text(), (
-        f"cafe/{_scan_keywords.TABLE.name} is not what the secret patterns give: run `{_scan_keywords.REGENERATE}`")
+    assert _scan_generate.TABLE.read_text(encoding="utf-8") == _scan_generate.table_text(), (
+        f"cafe/{_scan_generate.TABLE.name} is not what the secret patterns give: run `{_scan_generate.REGENERATE}`")
 
 
 def test_every_keyword_of_the_secret_patterns_is_found_in_a_line() -> None:
     from cafe import _scan_keywords
-    from cafe.privacy import DEFAULT_SECRET_PATTERNS
+    from cafe.privacy import _SECRET_KEY, DEFAULT_SECRET_PATTERNS
 
-    found = _scan_keywords.keywords([pattern for _, pattern in DEFAULT_SECRET_PATTERNS], keys=True)
+    found = _scan_keywords.keywords([pattern for _, pattern in DEFAULT_SECRET_PATTERNS],
+                                    key_pattern=_SECRET_KEY.pattern)
     assert found is not None
     folded, cased = found
     assert len(folded) > 100 and len(cased) > 10

@@ -9,8 +9,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cafe.clients.canned import CannedClient
-from cafe.recording import RecordingClient, RecordingError, load_recording
+from cafe.counter import RecordingClient
+from cafe.counter.clients.canned import CannedClient
+from cafe.recording import RecordingError, load_recording
 from tests.recording.helpers import valid_bytes
 
 VALID = valid_bytes(3)

@@ -17,7 +17,7 @@ import socket
 
 import pytest
 
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 from cafe.recording import NetworkRefused, RecordingClient, ReplayClient
 
 CALLS = {calls}
@@ -127,7 +127,7 @@ def test_more_calls_than_recorded_fails(pytester: pytest.Pytester, recording: Pa
 
 def test_a_failing_test_leaves_no_recording(pytester: pytest.Pytester, recording: Path):
     pytester.makepyfile(test_orders="""
-        from cafe.clients.canned import CannedClient
+        from cafe.counter.clients.canned import CannedClient
         import pytest
 
         @pytest.fixture
@@ -147,7 +147,7 @@ def test_marker_path_and_ignore(pytester: pytest.Pytester):
     pytester.makepyfile(test_stamped="""
         import time
         import pytest
-        from cafe.clients.canned import CannedClient
+        from cafe.counter.clients.canned import CannedClient
 
         @pytest.fixture
         def cafe_model_client():
@@ -167,8 +167,8 @@ def test_a_whole_shift_through_the_default_client(pytester: pytest.Pytester, mon
     monkeypatch.setenv("COURSE_MODE", "offline")
     monkeypatch.delenv("CAFE_MODE", raising=False)
     pytester.makepyfile(test_shift="""
-        from cafe.consent import make_responder
-        from cafe.loop import run_shift
+        from cafe.counter.consent import make_responder
+        from cafe.counter.loop import run_shift
 
         def test_shift(cafe_recording):
             run = run_shift(cafe_recording, ["A latte, please.", "Nothing else."],
@@ -183,7 +183,7 @@ def test_a_whole_shift_through_the_default_client(pytester: pytest.Pytester, mon
 
 PARAMETRIZED = '''
 import pytest
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 
 @pytest.fixture
@@ -230,7 +230,7 @@ def test_a_name_is_the_test_id_when_it_is_a_safe_file_name_else_a_slug_and_a_sta
 def test_two_tests_on_one_recording_are_refused(pytester: pytest.Pytester):
     pytester.makepyfile(test_shared='''
         import pytest
-        from cafe.clients.canned import CannedClient
+        from cafe.counter.clients.canned import CannedClient
 
         @pytest.fixture
         def cafe_model_client():
@@ -273,7 +273,7 @@ def test_two_marked_tests_that_build_their_own_clients_on_one_recording_are_refu
 
 MARKED = '''
 import pytest
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 
 @pytest.fixture
@@ -321,7 +321,7 @@ NETWORK = '''
 import socket
 
 import pytest
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 from cafe.recording import NetworkRefused, ReplayClient
 
 REACHED = []
@@ -430,8 +430,8 @@ _ATTEMPT_NAMES = ("getaddrinfo", "getaddrinfo loopback", "gethostbyname", "getho
 
 DEFAULT_CLIENT = '''
 import pytest
-from cafe.consent import make_responder
-from cafe.loop import run_shift
+from cafe.counter.consent import make_responder
+from cafe.counter.loop import run_shift
 
 
 @pytest.mark.cafe_recording({marker})
@@ -480,7 +480,7 @@ def test_recording_without_a_chosen_model_fails_naming_remedies_that_work(pytest
 
     pytester.makeconftest("""
         import pytest
-        from cafe.clients.scripted import ScriptedClient
+        from cafe.counter.clients.scripted import ScriptedClient
 
         @pytest.fixture
         def cafe_model_client():
@@ -529,7 +529,7 @@ CUSTOMER = "Priya-at-table-nine wants a flat white"
 SECRET = "sk-proj-" + "Tb7Wq2Lm9Xc4Vn8Rz1Ks5Dp3"
 
 KEYED_MODULE = '''
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 import pytest
 
 VALUE = {value!r}
@@ -549,7 +549,7 @@ def test_order(cafe_recording):
 THROUGH_MODULE = '''
 import pytest
 
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 SAID = {said!r}
 
@@ -669,7 +669,7 @@ def test_a_named_error_raised_while_replaying_fails_the_test_in_one_line(pyteste
 TRUNCATED_MODULE = """
 import pytest
 
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 
 @pytest.fixture
@@ -705,7 +705,7 @@ def test_a_truncated_recording_fails_naming_the_marker_then_replays_with_it(pyte
 
 CHDIR_MODULE = '''
 import pytest
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 LINE = {line!r}
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cafe import ScriptedClient, Tracer, make_responder, record_shift
+from cafe import Tracer
 from cafe.cli import main
 from cafe.cli.plugins import installed_plugins
+from cafe.counter import ScriptedClient, make_responder, record_shift
 from cafe.recording import MalformedLine, RecordMode, load_recording
 from cafe.recording.output import UnsafeOutput, write_output
 from cafe.recording.writer import check_target, holds_recording

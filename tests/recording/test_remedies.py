@@ -11,10 +11,11 @@ import pytest
 
 from cafe.cli import main
 from cafe.cli.plugins import installed_plugins
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
-from cafe.recording import RecordingExhausted, RecordingExists, TruncatedRecording, load_recording, record_shift
-from cafe.recording.shift import replay_shift
+from cafe.counter import record_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
+from cafe.counter.shifts import replay_shift
+from cafe.recording import RecordingExhausted, RecordingExists, TruncatedRecording, load_recording
 from tests.recording.helpers import run_cli
 
 

@@ -9,25 +9,16 @@ from typing import Any
 
 import pytest
 
-from cafe.clients.canned import CannedClient
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
+from cafe import counter
+from cafe.counter import RecordingClient, ReplayClient, record_shift, replay_shift
+from cafe.counter.clients.canned import CannedClient
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
+from cafe.counter.transcript import transcript
 from cafe.privacy import REDACTED, Scrubber
-from cafe.recording import (
-    FORMAT_VERSION,
-    RecordingClient,
-    RecordingExhausted,
-    ReplayClient,
-    ReplayMismatch,
-    UnusedCalls,
-    load_recording,
-    normalise,
-    record_shift,
-    replay_shift,
-)
+from cafe.recording import FORMAT_VERSION, RecordingExhausted, ReplayMismatch, UnusedCalls, load_recording, normalise
 from cafe.recording.diff import first_difference
 from cafe.recording.errors import UnusableIgnorePath
-from cafe.transcript import transcript
 from tests.recording.helpers import CUSTOMER_TEXT, run_cli
 
 SCRIPT = ["A latte and a chocolate croissant, please.", "Nothing else, thanks."]
@@ -239,8 +230,9 @@ def test_verbatim_fast_path_keeps_strict_json_types(tmp_path):
     """A request equal to the recorded one to the byte is served without scrubbing; one that
     only Python calls equal (False == 0) still goes through matching and is refused, while
     0 against 0.0 matches as before (the same JSON number)."""
-    from cafe import ReplayClient, ReplayMismatch, ScriptedClient
-    from cafe.recording.writer import RecordingClient
+    from cafe import ReplayMismatch
+    from cafe.counter import ReplayClient, ScriptedClient
+    from cafe.counter.recording_client import RecordingClient
 
     path = tmp_path / "one.jsonl"
     messages = [{"role": "user", "content": "A latte, please."}]
@@ -258,12 +250,11 @@ def test_verbatim_fast_path_keeps_strict_json_types(tmp_path):
 def test_loading_leaves_the_garbage_collector_as_it_found_it(tmp_path, enabled):
     import gc
 
-    import cafe
     from cafe import load_recording
     from cafe.recording.errors import NotARecording
 
     good = tmp_path / "good.jsonl"
-    cafe.record_shift(cafe.ScriptedClient(), cafe.DEFAULT_SCRIPT, good, responder=cafe.make_responder([]))
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, good, responder=counter.make_responder([]))
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"not json\n")
     (gc.enable if enabled else gc.disable)()

@@ -13,23 +13,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cafe.clients.canned import CannedClient
-from cafe.clients.scripted import ScriptedClient
-from cafe.clients.settings import MIN_API_KEY_CHARS, ApiKeyTooShort, LiveSettings, Secret
-from cafe.consent import make_responder
-from cafe.menu import items_named_in
+from cafe.counter import RecordingClient, ReplayClient, record_shift
+from cafe.counter.clients.canned import CannedClient
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.clients.settings import MIN_API_KEY_CHARS, ApiKeyTooShort, LiveSettings, Secret
+from cafe.counter.consent import make_responder
+from cafe.counter.menu import items_named_in
 from cafe.privacy import DEFAULT_SECRET_PATTERNS, MIN_SECRET_CHARS, REDACTED
-from cafe.recording import (
-    Header,
-    RecordingClient,
-    RecordingError,
-    RecordingWriter,
-    ReplayClient,
-    Scrubber,
-    Timing,
-    load_recording,
-    record_shift,
-)
+from cafe.recording import Header, RecordingError, RecordingWriter, Scrubber, Timing, load_recording
 from cafe.recording.check import check_file
 from tests.recording.helpers import run_cli, valid_bytes
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from cafe.counter import RecordingClient
 from cafe.privacy import REDACTED, Scrubber
-from cafe.recording import RecordingClient, load_recording
+from cafe.recording import load_recording
 from cafe.recording.check import check_file
 from tests.recording.helpers import run_cli
 

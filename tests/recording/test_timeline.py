@@ -5,9 +5,10 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
-from cafe.recording import load_recording, record_shift
+from cafe.counter import record_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
+from cafe.recording import load_recording
 from cafe.trace.clock import TickClock, Timeline
 from cafe.trace.tracer import Tracer
 from tests.recording.helpers import run_cli

@@ -16,17 +16,10 @@ from typing import Any
 import pytest
 
 from cafe import Tracer
-from cafe.clients.scripted import ScriptedClient
-from cafe.consent import make_responder
-from cafe.recording import (
-    RecordingClient,
-    RecordingError,
-    RecordingExists,
-    RecordingUnwritable,
-    load_recording,
-    record_shift,
-    replay_shift,
-)
+from cafe.counter import RecordingClient, record_shift, replay_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.consent import make_responder
+from cafe.recording import RecordingError, RecordingExists, RecordingUnwritable, load_recording
 from cafe.recording import format as _format
 from cafe.recording.writer import partial_path
 from tests.recording.helpers import run_cli, size_limited, snapshot, valid_bytes
@@ -206,7 +199,7 @@ def test_a_shift_that_fails_mid_way_names_the_kept_calls_on_its_one_error_line(t
                 raise ModelCallError("model endpoint example failed: APIConnectionError")
             return super().chat(*args, **kwargs)
 
-    monkeypatch.setattr("cafe.cli.shift.get_client", lambda environ: FailsSecond())
+    monkeypatch.setattr("cafe.counter.cli.get_client", lambda environ: FailsSecond())
     path = tmp_path / "half.jsonl"
     code, _, err = run_cli("shift", "--record", str(path), "--seed", "1")
     assert code == ModelCallError.exit_code and err.count("\n") == 1

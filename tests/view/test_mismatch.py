@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cafe import Tracer, make_responder, record_shift, replay_shift
+from cafe import Tracer
 from cafe.cli import main
-from cafe.clients.scripted import ScriptedClient
-from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+from cafe.counter import make_responder, record_shift, replay_shift
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.recording import ReplayError, Scrubber, load_recording
 from cafe.view import page_name, write_report_into
 from tests.recording.helpers import size_limited
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(list(argv), environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -271,7 +273,7 @@ def test_reports_are_made_inside_a_new_private_directory_and_never_through_a_sym
 
 
 def _replay_error(recording: Path, script: str) -> ReplayError:
-    from cafe.cli.arguments import read_script
+    from cafe.counter.arguments import read_script
 
     with pytest.raises(ReplayError) as raised:
         replay_shift(recording, read_script(script), responder=make_responder(DEFAULT_DECISIONS))
@@ -280,7 +282,7 @@ def _replay_error(recording: Path, script: str) -> ReplayError:
 
 DOTTED_TEST = '''
 import pytest
-from cafe import make_responder, run_shift
+from cafe.counter import make_responder, run_shift
 
 @pytest.mark.cafe_recording(path="recordings/..jsonl")
 def test_shift(cafe_recording):

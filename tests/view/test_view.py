@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cafe import Tracer, make_responder, record_shift
+from cafe import Tracer
 from cafe.cli import main
-from cafe.clients.scripted import ScriptedClient
-from cafe.clients.story import StoryClient
-from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT, STORY_DECISIONS, STORY_SCRIPT
+from cafe.counter import make_responder, record_shift
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.clients.story import StoryClient
+from cafe.counter.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT, STORY_DECISIONS, STORY_SCRIPT
 from cafe.recording import load_recording
 from tests.view.browser import read_png, visit
 

@@ -15,13 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cafe import Tracer, make_responder, record_shift
+from cafe import Tracer
 from cafe.cli import main
-from cafe.clients.scripted import ScriptedClient
-from cafe.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
+from cafe.counter import ReplayClient, make_responder, record_shift
+from cafe.counter.cli import plugin as COUNTER
+from cafe.counter.clients.scripted import ScriptedClient
+from cafe.counter.demo import DEFAULT_DECISIONS, DEFAULT_SCRIPT
 from cafe.privacy import REDACTED, Scrubber
-from cafe.recording import ReplayClient, ReplayMismatch, load_recording
-from cafe.view import scrubbed, shift_page, timeline, write_mismatch_report
+from cafe.recording import ReplayMismatch, load_recording
+from cafe.view import scrubbed, shift_page, timeline, words_for, write_mismatch_report
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "recordings" / "seed-shift.jsonl"
@@ -62,7 +64,7 @@ def _keyed_file(path: Path) -> Path:
 
 def _run(argv: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(argv, environ=environ, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(argv, environ=environ, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -103,7 +105,8 @@ def test_an_ordinary_cafe_recording_gives_the_same_page_as_before(tmp_path: Path
     for recording in (ours, SEED):
         page = tmp_path / f"{recording.stem}.html"
         assert _run(["view", str(recording), "-o", str(page)], {})[0] == 0
-        unscrubbed = shift_page(timeline(load_recording(recording)), source=str(recording))
+        loaded = load_recording(recording)
+        unscrubbed = shift_page(timeline(loaded, words_for(loaded)), source=str(recording))
         assert page.read_text() == unscrubbed
 
 
@@ -159,7 +162,7 @@ KEY = "sk-proj-Kq72PageKeyCanary0123"
 
 def _run_in_empty_environ(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main(argv, environ={}, out=out, err=err, load_plugins=lambda warn: [])
+    code = main(argv, environ={}, out=out, err=err, load_plugins=lambda warn: [COUNTER])
     return code, out.getvalue(), err.getvalue()
 
 

@@ -17,8 +17,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 import cafe.wire as wire
+from cafe.counter.replay_client import ReplayClient
 from cafe.recording.reader import load_recording
-from cafe.recording.replay import ReplayClient
 from tests.local_http import QuietHandler, serving
 from tests.wire.openai_server import OpenAIServer
 

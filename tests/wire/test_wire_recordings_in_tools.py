@@ -13,9 +13,9 @@ import openai
 import pytest
 
 import cafe.wire as wire
+from cafe.counter.replay_client import ReplayClient
 from cafe.recording.check import check_file
 from cafe.recording.errors import RecordingError
-from cafe.recording.replay import ReplayClient
 from tests.wire.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]

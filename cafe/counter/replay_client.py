@@ -1,0 +1,174 @@
+"""Replaying a recording: responses served strictly in order, nothing guessed.
+
+Two invariants, each catching a different regression. Matching polices the calls that
+arrive: the next recorded request must equal the incoming one (after scrubbing and the
+declared normalisation), or `ReplayMismatch` names the call and the first differing path.
+Exhaustion polices the calls that should have arrived: `assert_exhausted()` raises
+`UnusedCalls` when recorded calls were never made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cafe.counter.clients.base import Message, Response, ToolCallIdCheck, build_request
+from cafe.jsondata import fresh_json, json_document, plain_json, same_json
+from cafe.privacy import Scrubber, structure_scrubber
+from cafe.recording.diff import first_difference, summarise_request
+from cafe.recording.errors import (
+    RecordingError,
+    RecordingExhausted,
+    ReplayMismatch,
+    UnusableIgnorePath,
+    UnusedCalls,
+)
+from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
+from cafe.recording.normalise import normalise, parse_path
+from cafe.recording.reader import load_recording
+
+# Plain JSON as cafe.jsondata writes it (subclasses, dataclasses and datetimes refused), with
+# keys sorted as cafe's writer sorts them (`json.dumps(sort_keys=True)`). The bytes a recording
+# holds are in the file's order, so a file written with keys in another order always takes
+# the document comparison: slower, same verdict.
+_SORTED = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+           | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_SORT_KEYS)
+
+
+def _request_of(recorded: RecordedCall) -> dict[str, Any]:
+    """The recorded request, decoded for this use only while the recording holds it as bytes."""
+    data = encoded(recorded, "request")
+    return decode_held(data) if data is not None else recorded.request
+
+
+class ReplayClient:
+    def __init__(
+        self,
+        source: Recording | Path | str,
+        *,
+        ignore: Sequence[str] = (),
+        scrubber: Scrubber | None = None,
+    ) -> None:
+        self.recording = source if isinstance(source, Recording) else load_recording(source)
+        if not self.recording.holds_shift_calls:
+            raise RecordingError(
+                f"{self.recording.path}: it is a wire recording (format version {self.recording.header.version}): "
+                "replay it by running the code that made it under cafe.wire.replay(), the pytest marker or "
+                f"`cafe replay-run {self.recording.path} -- CMD` (docs/wire.md)")
+        self.model = self.recording.model or "unknown"
+        self.provider = self.recording.header.provider or "unknown"
+        if isinstance(ignore, str):  # its characters would each be taken for a path
+            raise RecordingError(f"{self.recording.path}: ignore: expected a list of field paths, found a string "
+                                 "(write ignore=[PATH])")
+        for declared in ignore:
+            if not isinstance(declared, str):
+                raise RecordingError(f"{self.recording.path}: ignore: expected a field path (a string), "
+                                     f"found {type(declared).__name__}")
+            try:
+                parse_path(declared)
+            except ValueError as error:
+                raise UnusableIgnorePath(f"{self.recording.path}: {error}") from None
+        self._ignore = tuple(ignore)
+        self._scrubber = scrubber or Scrubber.from_environment()
+        self.calls = 0
+        self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
+
+    @property
+    def path(self) -> Path:
+        return self.recording.path
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplayClient(path={str(self.path)!r}, recorded={len(self.recording.calls)}, "
+            f"served={self.calls})"
+        )
+
+    def _matches_verbatim(self, recorded: RecordedCall, request: dict[str, Any]) -> bool:
+        """The fast path: the incoming request is the recorded one as a JSON document. Then
+        scrubbing and normalising both would change nothing, since the recorded request is
+        already scrubbed; only a request that differs pays for them (regexes over every
+        request cost far more than the replay itself).
+
+        A loaded recording holds the request as orjson's bytes. The incoming request written
+        the same way gives the same bytes only if it is the same document, and then it is
+        the same document with the same types, provided it holds nothing but plain JSON
+        values (`plain_json`: orjson also writes NaN as null and an enum member as its
+        value). Any other request is compared as a document, the recorded one decoded for
+        that call only, so the recording stays bytes."""
+        if self._ignore:
+            return False
+        data = encoded(recorded, "request")
+        if data is None:
+            return same_json(request, recorded.request)
+        try:
+            if orjson.dumps(request, option=_SORTED) == data and plain_json(request):
+                return True
+        except orjson.JSONEncodeError:
+            pass
+        return same_json(request, decode_held(data))
+
+    def _quoted(self, described: str) -> str:
+        """A side of a difference as the line shows it: a value it quotes, scrubbed."""
+        return self._scrubber.scrub(described) if described.startswith("'") else described
+
+    def _as_recorded(self, request: dict[str, Any]) -> dict[str, Any]:
+        # The incoming request is scrubbed exactly as the recorder scrubbed the line's request.
+        # A request JSON cannot write (a UUID, a set, bytes) is `NotJSON`: no recording holds one.
+        scrubbed: dict[str, Any] = self._scrubber.scrub_json(json_document(request))
+        return scrubbed
+
+    def chat(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float = 0.0,
+        tool_choice: Any = None,
+    ) -> Response:
+        self._check_tool_call_ids(messages)
+        recorded_calls = self.recording.calls
+        request = build_request(messages, tools, temperature, tool_choice)
+        if self.calls >= len(recorded_calls):
+            exhausted = RecordingExhausted(self.path, len(recorded_calls))
+            exhausted.incoming_request, exhausted.served = self._as_recorded(request), self.calls
+            raise exhausted
+        recorded = recorded_calls[self.calls]
+        if not self._matches_verbatim(recorded, request):
+            incoming = self._as_recorded(request)
+            difference = first_difference(
+                normalise(_request_of(recorded), self._ignore), normalise(incoming, self._ignore)
+            )
+            if difference is not None:
+                # The line quotes protocol values (roles, ids) and names keys: the recorded side
+                # is scrubbed only if cafe wrote it, so what is quoted is scrubbed here (a text's
+                # length and digest, and the path's keys but for a key-shaped secret, as they are).
+                keys = structure_scrubber()
+                steps = tuple(keys.scrub(step) if isinstance(step, str) else step for step in difference.steps)
+                mismatch = ReplayMismatch(
+                    self.path, recorded.index, steps,
+                    self._quoted(difference.recorded), self._quoted(difference.incoming),
+                )
+                mismatch.incoming_request, mismatch.served = incoming, self.calls
+                raise mismatch
+        self.calls += 1
+        data = encoded(recorded, "response")
+        # A fresh copy either way: decoding the bytes makes the copy fresh_json would.
+        response: Response = decode_held(data) if data is not None else fresh_json(recorded.response)
+        return response
+
+    @property
+    def unused(self) -> int:
+        return len(self.recording.calls) - self.calls
+
+    def assert_exhausted(self) -> None:
+        if self.unused:
+            first = self.recording.calls[self.calls]
+            unused = UnusedCalls(
+                self.path, self.unused, first.index,
+                f"line {first.line}: {structure_scrubber().scrub(summarise_request(first.request))}",
+            )
+            unused.served = self.calls
+            raise unused
+
