@@ -1,12 +1,13 @@
-"""GenAI telemetry for any agent that calls a model through the `openai` SDK, with no code change.
+"""GenAI telemetry for any agent that calls a model over the wire, with no code change.
 
-`OpenAIWireInstrumentor` installs one observer (`GenAIWireObserver`) on the wire seam
-(`cafe.wire`): the same interception recording and replay use, so the three stack. The
-observer reads the wire, never the SDK's Python types: the request's JSON body, the
-response head, and the body as the caller reads it (a JSON document, or server-sent events
-for a streamed call). Each `POST .../chat/completions` becomes one `chat {model}` CLIENT
-span on the pinned 1.41.1 schema URL, and the GenAI client metrics (duration and token
-usage; time to first chunk and time per output chunk for a streamed call).
+`OpenAIWireInstrumentor` installs one observer (`cafe_otel._wire.observer.GenAIWireObserver`)
+on the wire seam (`cafe.wire`): the same interception recording and replay use, so the three
+stack. The observer reads the wire, never the SDK's Python types: the request's JSON body,
+the response head, and the body as the caller reads it (a JSON document, or server-sent
+events for a streamed call), each through the reading of its API (`cafe.apis`). Each call
+becomes one `{operation} {model}` CLIENT span on the pinned 1.41.1 schema URL, and the GenAI
+client metrics (duration and token usage; time to first chunk and time per output chunk for
+a streamed call).
 
 One span per HTTP attempt: a call the SDK retries shows each attempt, each with its own
 `error.type`. The span ends exactly once however the call ends (read to its end, closed

@@ -48,8 +48,12 @@ OPENAI_API_TYPE = "openai.api.type"
 OPENAI_REQUEST_SERVICE_TIER = "openai.request.service_tier"
 OPENAI_RESPONSE_SERVICE_TIER = "openai.response.service_tier"
 OPENAI_RESPONSE_SYSTEM_FINGERPRINT = "openai.response.system_fingerprint"
+GEN_AI_REQUEST_TOP_K = "gen_ai.request.top_k"
+GEN_AI_REQUEST_ENCODING_FORMATS = "gen_ai.request.encoding_formats"
+GEN_AI_EMBEDDINGS_DIMENSION_COUNT = "gen_ai.embeddings.dimension.count"
 PROVIDER_OPENAI = "openai"
 API_TYPE_CHAT_COMPLETIONS = "chat_completions"
+API_TYPE_RESPONSES = "responses"
 OUTPUT_TYPES = frozenset({"text", "json", "image", "speech"})
 
 # --- GenAI content attributes: set only when content capture is on -------------------
@@ -69,6 +73,7 @@ CONTENT_EVENT_NAME = "gen_ai.client.inference.operation.details"
 # --- Operation names and well-known values --------------------------------------------
 OP_INVOKE_AGENT = "invoke_agent"
 OP_CHAT = "chat"
+OP_EMBEDDINGS = "embeddings"
 OP_EXECUTE_TOOL = "execute_tool"
 TOOL_TYPE_FUNCTION = "function"
 
@@ -163,6 +168,7 @@ METADATA_ALLOWLIST = frozenset({
     GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
     GEN_AI_AGENT_ID, GEN_AI_AGENT_VERSION, OPENAI_API_TYPE, OPENAI_REQUEST_SERVICE_TIER,
     OPENAI_RESPONSE_SERVICE_TIER, OPENAI_RESPONSE_SYSTEM_FINGERPRINT,
+    GEN_AI_REQUEST_TOP_K, GEN_AI_REQUEST_ENCODING_FORMATS, GEN_AI_EMBEDDINGS_DIMENSION_COUNT,
     ERROR_TYPE, SERVER_ADDRESS, SERVER_PORT, EXCEPTION_TYPE,
     CAFE_PHASE, CAFE_TURN, CAFE_STOP_REASON, CAFE_SHIFT_TURNS, CAFE_SHIFT_TICKETS,
     CAFE_TOOL_STATUS, CAFE_TICKET_NUMBER, CAFE_GEN_AI_TOOL_CALLS, CAFE_RECORDING_VERSION,

@@ -94,6 +94,7 @@ class ChatCall:
     output_tokens: int | None = None
     time_to_first_chunk_s: float | None = None
     chunk_gaps_s: Sequence[float] = ()
+    operation: str = sc.OP_CHAT
 
 
 class _Histogram(Protocol):
@@ -217,8 +218,9 @@ class MetricsListener:
             handler(event)
 
     def _keys_of_call(self, call: tuple[Any, ...]) -> tuple[_CallKeys, tuple[str, ...]]:
-        provider, request_model, response_model, address, port, error_type = call
-        attributes: list[tuple[str, Any]] = [(sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT),
+        provider, request_model, response_model, address, port, error_type, *rest = call
+        operation = rest[0] if rest else sc.OP_CHAT
+        attributes: list[tuple[str, Any]] = [(sc.GEN_AI_OPERATION_NAME, operation),
                                              (sc.GEN_AI_PROVIDER_NAME, provider or mapping.UNKNOWN_PROVIDER)]
         if request_model:
             attributes.append((sc.GEN_AI_REQUEST_MODEL, request_model))
@@ -240,7 +242,7 @@ class MetricsListener:
         same instruments, attributes and shapes as a café generation's, and, for a streamed
         call, the time to its first chunk and the time between each later chunk."""
         key = (call.provider, call.request_model, call.response_model, call.server_address, call.server_port,
-               call.error_type)
+               call.error_type, call.operation)
         found = self._call_keys.get(key)
         if found is None:
             found = self._call_keys[key] = self._keys_of_call(key)

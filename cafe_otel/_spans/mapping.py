@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cafe.apis import openai_chat
 from cafe.trace import (
     GenerationEnded,
     GenerationResult,
@@ -161,11 +162,12 @@ def chat_content(
 ) -> Attributes:
     """The content attributes of one model call, as JSON strings."""
     # The system prompt is part of the chat history here: it stays in the input messages.
-    found: Attributes = {sc.GEN_AI_INPUT_MESSAGES: content.to_json(content.input_messages(messages))}
+    found: Attributes = {sc.GEN_AI_INPUT_MESSAGES: content.to_json(openai_chat.input_messages(messages))}
     if response:
-        found[sc.GEN_AI_OUTPUT_MESSAGES] = content.to_json(content.output_messages(response))
+        answer = openai_chat.API.response(response, content=True)
+        found[sc.GEN_AI_OUTPUT_MESSAGES] = content.to_json(answer.output_messages or [])
     if tools:
-        found[sc.GEN_AI_TOOL_DEFINITIONS] = content.to_json(content.tool_definitions(tools))
+        found[sc.GEN_AI_TOOL_DEFINITIONS] = content.to_json(openai_chat.tool_definitions(tools))
     return found
 
 

@@ -1,13 +1,13 @@
-"""`GenAIWireObserver`: every model call heard on the wire (`cafe.wire`) becomes a GenAI span
-and its metrics, built from the request's JSON body, the response head and the body as the
-caller reads it. What runs where, and why, is `cafe_otel.instrumentation`'s docstring."""
+"""`GenAIWireObserver`: every model call heard on the wire (`cafe.wire`) whose API a reading
+knows (`cafe.apis`) becomes a GenAI span and its metrics, built from the request's JSON body,
+the response head and the body as the caller reads it. What runs where, and why, is
+`cafe_otel.instrumentation`'s docstring."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -15,9 +15,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from cafe.apis import NO_RESPONSE, Api, CallResponse, EventSplitter, StreamReading, api_for
 from cafe_otel import semconv as sc
 from cafe_otel._metrics.listener import ChatCall, MetricsListener
 from cafe_otel._spans.content import CaptureMode
+from cafe_otel._wire.attributes import content_attributes, request_attributes, response_attributes, span_name
 from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals
 
 if TYPE_CHECKING:
@@ -26,251 +28,25 @@ if TYPE_CHECKING:
 
 WallClock = Callable[[], int]
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a JSON answer larger than this is not read for metadata
-MAX_EVENT_BYTES = 1024 * 1024  # one server-sent event larger than this is not read either
 MAX_CHUNK_GAPS = 100_000  # chunk timings kept for one streamed call
 MAX_HELD_BYTES = 4 * 1024 * 1024  # a body's pieces held for the builder; past this, read as they come
-_CHAT_PATH_SUFFIX = "/chat/completions"
-_EVENT_ENDS = (b"\r\n\r\n", b"\n\n", b"\r\r")
-# (the key as it appears in an event, the `_Answer` attribute, the JSON field)
-_HEAD_FIELDS = ((b'"id"', "id", "id"), (b'"model"', "model", "model"),
-                (b'"system_fingerprint"', "fingerprint", "system_fingerprint"),
-                (b'"service_tier"', "tier", "service_tier"))
-# An event that sets a finish reason (a string, not null) or carries the usage (an object):
-# a key's closing quote is never inside a JSON string (a quote there is escaped), so an
-# event's text cannot fake one; a false match only costs a decode.
-_WANTED_IN_EVENT = re.compile(rb'"(?:finish_reason"\s*:\s*"|usage"\s*:\s*\{)')
-
-
-def _split_events(pending: bytes) -> tuple[list[bytes], bytes]:
-    """The complete server-sent events in `pending` (ended by a blank line, in any of the
-    three line-end styles), and what is left of it."""
-    events: list[bytes] = []
-    while True:
-        end, size = -1, 0
-        for separator in _EVENT_ENDS:
-            found = pending.find(separator)
-            if found != -1 and (end == -1 or found < end):
-                end, size = found, len(separator)
-        if end == -1:
-            return events, pending
-        events.append(pending[:end])
-        pending = pending[end + size:]
-
-
-def provider_of(host: str) -> str:
-    """The `gen_ai.provider.name` of a chat-completions server: Azure's by its host name,
-    OpenAI's wire format otherwise (an OpenAI-compatible server included)."""
-    return "azure.ai.openai" if host.endswith(".openai.azure.com") else sc.PROVIDER_OPENAI
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if type(value) in (int, float) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def _output_type(response_format: Any) -> str | None:
-    kind = response_format.get("type") if isinstance(response_format, dict) else None
-    if kind in ("json_object", "json_schema"):
-        return "json"
-    return "text" if kind == "text" else None
-
-
-def request_attributes(request: WireRequest, body: Mapping[str, Any]) -> dict[str, Any]:
-    """The start attributes of a chat call: what samplers should see, and every request
-    parameter the 1.41.1 conventions define, when the request sets it."""
-    model = body.get("model")
-    found: dict[str, Any] = {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-        sc.GEN_AI_PROVIDER_NAME: provider_of(request.host),
-        sc.OPENAI_API_TYPE: sc.API_TYPE_CHAT_COMPLETIONS,
-    }
-    if isinstance(model, str):
-        found[sc.GEN_AI_REQUEST_MODEL] = model
-    max_tokens = _int(body.get("max_completion_tokens"))
-    if max_tokens is None:
-        max_tokens = _int(body.get("max_tokens"))
-    numbers = ((sc.GEN_AI_REQUEST_TEMPERATURE, "temperature"), (sc.GEN_AI_REQUEST_TOP_P, "top_p"),
-               (sc.GEN_AI_REQUEST_FREQUENCY_PENALTY, "frequency_penalty"),
-               (sc.GEN_AI_REQUEST_PRESENCE_PENALTY, "presence_penalty"))
-    if max_tokens is not None:
-        found[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
-    for key, field in numbers:
-        number = _number(body.get(field))
-        if number is not None:
-            found[key] = number
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        found[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = (stop,)
-    elif isinstance(stop, list) and stop and all(isinstance(item, str) for item in stop):
-        found[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = tuple(stop)
-    seed = _int(body.get("seed"))
-    if seed is not None:
-        found[sc.GEN_AI_REQUEST_SEED] = seed
-    choices = _int(body.get("n"))
-    if choices is not None and choices != 1:  # the spec: only when it is not 1
-        found[sc.GEN_AI_REQUEST_CHOICE_COUNT] = choices
-    found[sc.GEN_AI_REQUEST_STREAM] = body.get("stream") is True
-    output_type = _output_type(body.get("response_format"))
-    if output_type is not None:
-        found[sc.GEN_AI_OUTPUT_TYPE] = output_type
-    tier = body.get("service_tier")
-    if isinstance(tier, str):
-        found[sc.OPENAI_REQUEST_SERVICE_TIER] = tier
-    found[sc.SERVER_ADDRESS] = request.host
-    port = request.port if request.port is not None else (443 if request.scheme == "https" else 80)
-    found[sc.SERVER_PORT] = port
-    return found
-
-
-class _Answer:
-    """What a chat answer says, gathered from its JSON document or from its stream's chunks."""
-
-    __slots__ = (
-        "cached_tokens",
-        "choices",
-        "fingerprint",
-        "finish",
-        "id",
-        "input_tokens",
-        "model",
-        "output_tokens",
-        "reasoning_tokens",
-        "tier",
-    )
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.model: str | None = None
-        self.fingerprint: str | None = None
-        self.tier: str | None = None
-        self.finish: dict[int, str] = {}
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.cached_tokens: int | None = None
-        self.reasoning_tokens: int | None = None
-        # index -> the assistant message put together (kept only when content is captured)
-        self.choices: dict[int, dict[str, Any]] | None = None
-
-    def read_head(self, document: Mapping[str, Any]) -> None:
-        # Field by field, not a loop over names: it runs for every decoded document.
-        get = document.get
-        if self.id is None and isinstance(value := get("id"), str):
-            self.id = value
-        if self.model is None and isinstance(value := get("model"), str):
-            self.model = value
-        if self.fingerprint is None and isinstance(value := get("system_fingerprint"), str):
-            self.fingerprint = value
-        if self.tier is None and isinstance(value := get("service_tier"), str):
-            self.tier = value
-        usage = get("usage")
-        if isinstance(usage, dict):
-            self.input_tokens = _int(usage.get("prompt_tokens"))
-            self.output_tokens = _int(usage.get("completion_tokens"))
-            details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict):
-                self.cached_tokens = _int(details.get("cached_tokens"))
-            details = usage.get("completion_tokens_details")
-            if isinstance(details, dict):
-                self.reasoning_tokens = _int(details.get("reasoning_tokens"))
-
-    def head_missing(self) -> tuple[bytes, ...]:
-        """The JSON keys (quoted, as bytes) of the head fields not known yet."""
-        return tuple(key for key, attribute, _ in _HEAD_FIELDS if getattr(self, attribute) is None)
-
-    def read_choices(self, document: Mapping[str, Any], *, delta: bool) -> None:
-        choices = document.get("choices")
-        if not isinstance(choices, list):
-            return
-        for position, choice in enumerate(choices):
-            if not isinstance(choice, dict):
-                continue
-            index = choice.get("index")
-            index = index if type(index) is int else position
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str):
-                self.finish[index] = reason
-            if self.choices is not None:
-                part = choice.get("delta" if delta else "message")
-                if isinstance(part, dict):
-                    self._merge(index, part, delta=delta)
-
-    def _merge(self, index: int, part: Mapping[str, Any], *, delta: bool) -> None:
-        assert self.choices is not None
-        message = self.choices.setdefault(index, {"role": "assistant"})
-        if not delta:
-            message.update(part)
-            return
-        if isinstance(part.get("role"), str):
-            message["role"] = part["role"]
-        if isinstance(part.get("content"), str):
-            message["content"] = message.get("content", "") + part["content"]
-        for call in part.get("tool_calls") or []:
-            if not isinstance(call, dict):
-                continue
-            calls: list[dict[str, Any]] = message.setdefault("tool_calls", [])
-            at = call.get("index")
-            position: int = at if type(at) is int else len(calls)
-            while len(calls) <= position:
-                calls.append({"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
-            known = calls[position]
-            if isinstance(call.get("id"), str):
-                known["id"] = call["id"]
-            function = call.get("function") or {}
-            if isinstance(function.get("name"), str):
-                known["function"]["name"] = function["name"]
-            if isinstance(function.get("arguments"), str):
-                known["function"]["arguments"] += function["arguments"]
-
-    def add_attributes(self, found: dict[str, Any]) -> None:
-        """Adds the span's end attributes (those the answer set) to `found`."""
-        if self.id is not None:
-            found[sc.GEN_AI_RESPONSE_ID] = self.id
-        if self.model is not None:
-            found[sc.GEN_AI_RESPONSE_MODEL] = self.model
-        if self.fingerprint is not None:
-            found[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = self.fingerprint
-        if self.tier is not None:
-            found[sc.OPENAI_RESPONSE_SERVICE_TIER] = self.tier
-        if self.input_tokens is not None:
-            found[sc.GEN_AI_USAGE_INPUT_TOKENS] = self.input_tokens
-        if self.output_tokens is not None:
-            found[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = self.output_tokens
-        if self.cached_tokens is not None:
-            found[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = self.cached_tokens
-        if self.reasoning_tokens is not None:
-            found[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = self.reasoning_tokens
-        finish = self.finish
-        if finish:
-            found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (tuple(finish.values()) if len(finish) == 1
-                                                        else tuple(finish[index] for index in sorted(finish)))
-
-    def response_document(self) -> dict[str, Any]:
-        """The answer as a chat-completions document, for the content attributes."""
-        choices = self.choices or {}
-        return {"choices": [{"index": index, "message": choices[index], "finish_reason": self.finish.get(index)}
-                            for index in sorted(choices)]}
+# The headers a request names its API key in: the key never leaves in any exported byte.
+_KEY_HEADERS = ("api-key", "x-api-key", "x-goog-api-key")
 
 
 class _BodyReader:
-    """Reads a chat answer's body, piece by piece as the caller read it: a JSON document is
-    kept to be decoded at the end; a stream's server-sent events are split and timed, and
-    an event is decoded only when it says something the span keeps (see `_event`)."""
+    """Reads an answer's body, piece by piece as the caller read it: a JSON document is kept
+    to be read whole at the end; a stream's server-sent events are split and timed, and an
+    event is decoded only when the API's stream reading wants it (see `StreamReading.wants`)."""
 
-    __slots__ = ("_body", "_body_size", "_decode_every", "_event_stream", "_head_missing", "_pending",
-                 "answer", "first_chunk_ns", "gaps", "last_chunk_ns")
+    __slots__ = ("_api", "_body", "_body_size", "_capturing", "_splitter", "_stream", "first_chunk_ns", "gaps",
+                 "last_chunk_ns")
 
-    def __init__(self, *, event_stream: bool, capturing: bool) -> None:
-        self._event_stream = event_stream
-        self.answer = _Answer()
-        if capturing:
-            self.answer.choices = {}
-        self._pending = b""
-        # Content captured: every delta is merged into the answer, so every event is decoded.
-        self._decode_every = capturing
-        self._head_missing: tuple[bytes, ...] = ()
+    def __init__(self, api: Api, *, event_stream: bool, capturing: bool) -> None:
+        self._api = api
+        self._capturing = capturing
+        self._stream: StreamReading | None = api.stream(content=capturing) if event_stream else None
+        self._splitter = EventSplitter() if event_stream else None
         self._body: list[bytes] = []
         self._body_size = 0
         self.first_chunk_ns: int | None = None
@@ -278,83 +54,68 @@ class _BodyReader:
         self.gaps: list[float] = []
 
     def chunk(self, data: bytes, at_ns: int) -> None:
-        if not self._event_stream:
+        splitter = self._splitter
+        if splitter is None:
             self._body_size += len(data)
             if self._body_size <= MAX_BODY_BYTES:
                 self._body.append(data)
             else:
                 self._body = []
             return
-        pending = self._pending + data if self._pending else data
-        if b"\r" in pending:  # CR or CRLF line ends: the general splitter
-            events, pending = _split_events(pending)
-        else:
-            events = pending.split(b"\n\n")
-            pending = events.pop()
-        for event in events:
-            self._event(event, at_ns)
-        self._pending = pending if len(pending) <= MAX_EVENT_BYTES else b""
+        for payload in splitter.feed(data):
+            self._event(payload, at_ns)
 
-    def _event(self, event: bytes, at_ns: int) -> None:
-        if event.startswith(b"data:") and b"\n" not in event and b"\r" not in event:
-            payload = event[5:].lstrip(b" ")  # one `data:` line: the usual event
-        else:
-            payload = b"".join(line[5:].lstrip(b" ") for line in event.splitlines() if line.startswith(b"data:"))
-        if not payload or payload == b"[DONE]":
-            return
-        first = self.first_chunk_ns is None
-        if first:
+    def _event(self, payload: bytes, at_ns: int) -> None:
+        if self.first_chunk_ns is None:
             self.first_chunk_ns = at_ns
         elif self.last_chunk_ns is not None and len(self.gaps) < MAX_CHUNK_GAPS:
             self.gaps.append((at_ns - self.last_chunk_ns) / 1e9)
         self.last_chunk_ns = at_ns
-        # With content off, the span needs the answer's head (from the first event, or a
-        # later one naming a field still unknown), its finish reasons and its usage: the
-        # events in between (the words, the argument pieces) are timed, never decoded.
-        if not (first or self._decode_every or _WANTED_IN_EVENT.search(payload) is not None
-                or (self._head_missing and any(key in payload for key in self._head_missing))):
+        stream = self._stream
+        assert stream is not None  # only an event stream has events
+        if not stream.wants(payload):
             return
         try:
             document = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return
         if isinstance(document, dict):
-            answer = self.answer
-            answer.read_head(document)
-            answer.read_choices(document, delta=True)
-            self._head_missing = answer.head_missing()
+            stream.event(document)
 
-    def read_body(self) -> None:
-        """Decodes a JSON answer's body (a stream's events are read as they come)."""
-        if self._event_stream or not self._body:
-            return
+    def result(self, *, read_body: bool) -> CallResponse:
+        """What the answer says: a stream's events as read; a JSON body decoded now (only
+        when `read_body`: an error's body is not the answer)."""
+        if self._stream is not None:
+            return self._stream.result()
+        if not read_body or not self._body:
+            return NO_RESPONSE
         try:
             document = orjson.loads(b"".join(self._body))
         except orjson.JSONDecodeError:
-            return
-        if isinstance(document, dict):
-            self.answer.read_head(document)
-            self.answer.read_choices(document, delta=False)
+            return NO_RESPONSE
+        return self._api.response(document, content=self._capturing) if isinstance(document, dict) else NO_RESPONSE
 
 
-class _ChatCall:
-    """One chat call: what the calling thread hears of it (the request, the answer's head,
+class _ModelCall:
+    """One model call: what the calling thread hears of it (the request, the answer's head,
     each piece of the body with the time it was read, the outcome), and the span and
     metrics built from that when the call has ended (`build`).
 
-    The calling thread only keeps references and times; `build` decodes the request and
-    the answer, makes the span (one `start_span` with its start time, its parent context
-    and all its attributes, then `end` at the call's end time) and records the metrics. It
-    runs on the handle's builder thread (`CallBuilder`) when the observer has one, else on
-    the thread that ended the call. Nothing runs inside the span that could look for it,
-    so making it afterwards changes nothing a caller sees but when it is exported."""
+    The calling thread only keeps references and times; `build` reads the request and the
+    answer with the API's reading, makes the span (one `start_span` with its start time,
+    its parent context and all its attributes, then `end` at the call's end time) and
+    records the metrics. It runs on the handle's builder thread (`CallBuilder`) when the
+    observer has one, else on the thread that ended the call. Nothing runs inside the span
+    that could look for it, so making it afterwards changes nothing a caller sees but when
+    it is exported."""
 
-    __slots__ = ("_context", "_held", "_held_size", "_observer", "_outcome", "_reader", "_request", "_response",
-                 "_start_wall", "_totals")
+    __slots__ = ("_api", "_context", "_held", "_held_size", "_observer", "_outcome", "_reader", "_request",
+                 "_response", "_start_wall", "_totals")
 
-    def __init__(self, observer: GenAIWireObserver, request: WireRequest, context: otel_context.Context,
+    def __init__(self, observer: GenAIWireObserver, api: Api, request: WireRequest, context: otel_context.Context,
                  totals: AgentTotals | None) -> None:
         self._observer = observer
+        self._api = api
         self._request = request
         self._context = context
         self._totals = totals
@@ -399,7 +160,8 @@ class _ChatCall:
         reader = self._reader
         if reader is None:
             response = self._response
-            reader = self._reader = _BodyReader(event_stream=response is not None and response.is_event_stream,
+            event_stream = response is not None and response.is_event_stream
+            reader = self._reader = _BodyReader(self._api, event_stream=event_stream,
                                                 capturing=self._observer.capturing)
         return reader
 
@@ -430,8 +192,9 @@ class _ChatCall:
         body = request.json()
         if not isinstance(body, dict):
             return
-        attributes = request_attributes(request, body)
-        stream = attributes[sc.GEN_AI_REQUEST_STREAM]
+        api = self._api
+        asked = api.request(body, host=request.host)
+        attributes = request_attributes(asked, request)
         reader = self._body_reader()
         held = self._held
         if held:
@@ -439,37 +202,29 @@ class _ChatCall:
             for piece, piece_ns in held:
                 reader.chunk(piece, piece_ns)
         status = self._response.status if self._response is not None else None
-        if status is None or status < 400:
-            reader.read_body()
-        answer = reader.answer
+        answer = reader.result(read_body=status is None or status < 400)
         started_ns = request.started_ns
         found = dict(attributes)  # the start attributes, then the answer's
-        answer.add_attributes(found)
+        response_attributes(answer, found)
         error_type: str | None = None
         failed = outcome.kind is observer.failed_kind
         if failed:
             error_type = outcome.error_type or "_OTHER"
         elif status is not None and status >= 400:
             error_type = str(status)
-        if stream and reader.first_chunk_ns is not None:
+        if asked.stream and reader.first_chunk_ns is not None:
             found[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (reader.first_chunk_ns - started_ns) / 1e9
         if error_type is not None:
             found[sc.ERROR_TYPE] = error_type
         if observer.capturing:
-            messages, tools = body.get("messages"), body.get("tools")
-            if isinstance(messages, list):
-                found.update(chat_content(messages, answer.response_document() if answer.choices else None,
-                                          tools if isinstance(tools, list) else None))
-        model = attributes.get(sc.GEN_AI_REQUEST_MODEL)
-        name = sc.CHAT_SPAN_NAME.format(model=model) if model else sc.OP_CHAT
+            found.update(content_attributes(api.request_content(body), answer))
         end_wall = self._start_wall + max(outcome.at_ns - started_ns, 0)
-        span = observer.tracer.start_span(name, context=self._context, kind=SpanKind.CLIENT,
+        span = observer.tracer.start_span(span_name(asked), context=self._context, kind=SpanKind.CLIENT,
                                           attributes=found, start_time=self._start_wall)
         if self._totals is not None:
             self._totals.add_call(
-                input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
-                temperature=attributes.get(sc.GEN_AI_REQUEST_TEMPERATURE),
-                finish_reasons=found.get(sc.GEN_AI_RESPONSE_FINISH_REASONS, ()),
+                input_tokens=answer.usage.input_tokens, output_tokens=answer.usage.output_tokens,
+                temperature=asked.temperature, finish_reasons=answer.finish_reasons,
                 input_messages=found.get(sc.GEN_AI_INPUT_MESSAGES),
                 output_messages=found.get(sc.GEN_AI_OUTPUT_MESSAGES))
         if error_type is not None:
@@ -479,28 +234,18 @@ class _ChatCall:
         span.end(end_time=end_wall)
         if observer.metrics is not None:
             observer.metrics.record_call(ChatCall(
-                provider=attributes[sc.GEN_AI_PROVIDER_NAME], request_model=model,
-                response_model=answer.model, server_address=attributes[sc.SERVER_ADDRESS],
-                server_port=attributes[sc.SERVER_PORT], error_type=error_type,
-                duration_s=(outcome.at_ns - started_ns) / 1e9,
-                input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
+                provider=asked.provider, request_model=asked.model, response_model=answer.model,
+                server_address=attributes[sc.SERVER_ADDRESS], server_port=attributes[sc.SERVER_PORT],
+                error_type=error_type, duration_s=(outcome.at_ns - started_ns) / 1e9,
+                input_tokens=answer.usage.input_tokens, output_tokens=answer.usage.output_tokens,
                 time_to_first_chunk_s=found.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK),
-                chunk_gaps_s=reader.gaps if stream else ()))
-
-
-def chat_content(messages: list[Any], response: Mapping[str, Any] | None,
-                 tools: list[Any] | None) -> dict[str, Any]:
-    """The content attributes of a call heard on the wire (only with capture on)."""
-    from cafe_otel._spans import mapping
-
-    messages = [message for message in messages if isinstance(message, dict)]
-    return mapping.chat_content(messages, response, [tool for tool in tools or [] if isinstance(tool, dict)])
+                chunk_gaps_s=reader.gaps if asked.stream else (), operation=asked.operation.value))
 
 
 class GenAIWireObserver:
-    """A `cafe.wire.WireObserver`: every `POST .../chat/completions` becomes a chat span and
-    its metrics. `tracer` makes the spans; `metrics` (optional) records the GenAI client
-    metrics; `on_secret` is told each API key the requests carry, once (the pipeline keeps
+    """A `cafe.wire.WireObserver`: every model call whose API a reading knows (`cafe.apis`)
+    becomes a GenAI span and its metrics. `tracer` makes the spans; `metrics` (optional)
+    records the GenAI client metrics; `on_secret` is told each API key the requests carry, once (the pipeline keeps
     it out of every exported byte); `on_error` hears what the observer itself failed at.
     `builder` (a `CallBuilder`) builds each call's span and metrics once the call has
     ended; without one they are built on the thread that ended it, before it goes on."""
@@ -523,8 +268,9 @@ class GenAIWireObserver:
         self._secrets: set[str] = set()
         self._lock = threading.Lock()
 
-    def start(self, request: WireRequest) -> _ChatCall | None:
-        if request.method != "POST" or not request.path.endswith(_CHAT_PATH_SUFFIX):
+    def start(self, request: WireRequest) -> _ModelCall | None:
+        api = api_for(request.method, request.path)
+        if api is None:
             return None
         context = otel_context.get_current()  # read once: the call's parent, totals and mark
         if context.get(MODEL_CALL_KEY):  # a café generation: its chat span exists
@@ -533,7 +279,7 @@ class GenAIWireObserver:
             # Before anything of the call can be exported: the key is kept out of every byte.
             self._note_secret(request)
             totals = context.get(AGENT_TOTALS_KEY)  # the agent span this call is made under, if any
-            return _ChatCall(self, request, context, totals if isinstance(totals, AgentTotals) else None)
+            return _ModelCall(self, api, request, context, totals if isinstance(totals, AgentTotals) else None)
         except Exception as error:
             self.failed(error)
             return None
@@ -556,7 +302,8 @@ class GenAIWireObserver:
             return
         authorization = request.header("authorization") or ""
         key = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
-        key = key or (request.header("api-key") or "").strip()
+        for name in _KEY_HEADERS:
+            key = key or (request.header(name) or "").strip()
         if not key or key in self._secrets:
             return
         with self._lock:

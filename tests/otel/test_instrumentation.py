@@ -24,10 +24,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import cafe.wire as wire
-from cafe_otel import AdvancedOptions, MetricsOptions, configure, encode, instrumentation, invoke_agent
+from cafe_otel import AdvancedOptions, MetricsOptions, configure, encode, invoke_agent
 from cafe_otel import semconv as sc
 from cafe_otel._configure import TelemetryHandle
 from cafe_otel._metrics.listener import DURATION_BUCKETS
+from cafe_otel._wire import builder as builder_module
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
 from tests.wire.openai_server import OpenAIServer
 
@@ -320,7 +321,7 @@ class _Threads(SpanProcessor):
 
 def _no_builder_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """The builder's thread never starts: what it would build is built only by a drain."""
-    monkeypatch.setattr(instrumentation.CallBuilder, "_start", lambda self: None)
+    monkeypatch.setattr(builder_module.CallBuilder, "_start", lambda self: None)
 
 
 def test_under_another_provider_the_span_is_there_when_the_call_returns(server: OpenAIServer) -> None:
@@ -417,6 +418,7 @@ def test_the_process_exit_drains_the_builder_before_the_providers_shut_down(tmp_
         import httpx2
         from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
         from cafe_otel import configure, instrumentation
+        from cafe_otel._wire import builder as builder_module
 
         class Printing(SpanExporter):
             def export(self, spans):
@@ -424,7 +426,7 @@ def test_the_process_exit_drains_the_builder_before_the_providers_shut_down(tmp_
                     print("exported", span.name, flush=True)
                 return SpanExportResult.SUCCESS
 
-        instrumentation.CallBuilder._start = lambda self: None  # only the exit's drain builds
+        builder_module.CallBuilder._start = lambda self: None  # only the exit's drain builds
         handle = configure(exporter=Printing(), environ={}, set_global=False, metrics=False)
         instrumentation.OpenAIWireInstrumentor().instrument(telemetry=handle)
         answer = {"id": "chatcmpl-1", "model": "gpt-test", "choices": [], "usage": None}
@@ -451,7 +453,7 @@ class _Call:
 def test_a_full_builder_builds_on_the_caller_and_a_drain_builds_what_waits_exactly_once() -> None:
     built: list[tuple[int, str]] = []
     gate = threading.Event()
-    builder = instrumentation.CallBuilder(limit=1)
+    builder = builder_module.CallBuilder(limit=1)
     try:
         builder.submit(_Call(built, 0, gate))  # holds the builder's thread once it takes it
         for number in range(1, 4):

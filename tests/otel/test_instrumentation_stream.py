@@ -11,8 +11,8 @@ import httpx2
 import orjson
 import pytest
 
-from cafe_otel import instrumentation
 from cafe_otel import semconv as sc
+from cafe_otel._wire import observer as wire_observer
 from tests.otel.test_instrumentation import Pipeline
 
 URL = "http://127.0.0.1:9/v1/chat/completions"  # never dialled: the mock transport answers
@@ -106,7 +106,7 @@ def test_events_split_joined_and_spelled_any_way_are_each_heard(line_end: bytes)
 
 def test_with_content_off_only_the_events_the_span_needs_are_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
     counting = _CountingLoads()
-    monkeypatch.setattr(instrumentation, "orjson", counting)
+    monkeypatch.setattr(wire_observer, "orjson", counting)
     pieces = [*_words(WORDS), _event(_chunk([_delta(0, "", "stop")], usage=None)),
               _event(_chunk([], usage={"prompt_tokens": 3, "completion_tokens": WORDS})), b"data: [DONE]\n\n"]
     attributes, _ = _stream(pieces)
@@ -118,7 +118,7 @@ def test_with_content_off_only_the_events_the_span_needs_are_decoded(monkeypatch
 
 def test_with_content_on_every_delta_is_decoded_into_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     counting = _CountingLoads()
-    monkeypatch.setattr(instrumentation, "orjson", counting)
+    monkeypatch.setattr(wire_observer, "orjson", counting)
     pieces = [*_words(WORDS), _event(_chunk([_delta(0, "", "stop")])), b"data: [DONE]\n\n"]
     attributes, _ = _stream(pieces, content="SPAN_ONLY")
     assert counting.calls >= WORDS + 1
@@ -132,7 +132,7 @@ def test_a_stream_too_long_to_hold_is_read_as_it_comes_with_the_same_span(
     pieces = [*_words(12), _event(_chunk([_delta(0, "", "stop")], usage=None)),
               _event(_chunk([], usage={"prompt_tokens": 3, "completion_tokens": 12})), b"data: [DONE]\n\n"]
     held, _ = _stream(pieces, content=content)
-    monkeypatch.setattr(instrumentation, "MAX_HELD_BYTES", 100)  # past the third piece: read as they come
+    monkeypatch.setattr(wire_observer, "MAX_HELD_BYTES", 100)  # past the third piece: read as they come
     read, metrics = _stream(pieces, content=content)
     timed = sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK  # a reading of the clock: present in both
     assert read.pop(timed) >= 0 and held.pop(timed) >= 0

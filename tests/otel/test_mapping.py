@@ -87,29 +87,6 @@ def test_phase_mapping():
     assert mapping.phase_start(PhaseStarted(2, None, 0.0, Phase.SETUP)) == {"cafe.phase": "setup"}
 
 
-def test_messages_convert_to_the_genai_parts_shape():
-    messages = [
-        {"role": "system", "content": "Be kind."},
-        {"role": "user", "content": "A latte"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "price_check", "arguments": '{"item":"latte"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": '{"price_eur":1.6}'},
-    ]
-    assert content.input_messages(messages) == [
-        {"role": "system", "parts": [{"type": "text", "content": "Be kind."}]},
-        {"role": "user", "parts": [{"type": "text", "content": "A latte"}]},
-        {"role": "assistant", "parts": [
-            {"type": "tool_call", "id": "c1", "name": "price_check", "arguments": {"item": "latte"}}]},
-        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": {"price_eur": 1.6}}]},
-    ]
-    assert content.system_instructions(messages) == [{"type": "text", "content": "Be kind."}]
-    response = {"choices": [{"message": {"role": "assistant", "content": "1.60"}, "finish_reason": "stop"}]}
-    assert content.output_messages(response) == [
-        {"role": "assistant", "parts": [{"type": "text", "content": "1.60"}], "finish_reason": "stop"}]
-    tool_response = {"choices": [{"message": messages[2], "finish_reason": "tool_calls"}]}
-    assert content.output_messages(tool_response)[0]["finish_reason"] == "tool_call"
-
-
 def test_capture_mode_from_argument_and_environment():
     env = {content.CAPTURE_ENV: "SPAN_AND_EVENT"}
     assert content.capture_mode(None, env) is content.CaptureMode.SPAN_AND_EVENT
