@@ -71,8 +71,8 @@ def items(value: Any) -> list[dict[str, Any]]:
 
 def maybe_json(value: Any) -> Any:
     """Tool arguments and results are JSON text on the wire; the conventions prefer the
-    structured value when there is one."""
-    if not isinstance(value, str):
+    structured value when there is one (an object or an array: `3.20` stays the text it is)."""
+    if not isinstance(value, str) or not value.lstrip().startswith(("{", "[")):
         return value
     try:
         return json.loads(value)

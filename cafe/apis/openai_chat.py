@@ -48,29 +48,52 @@ _HEAD_KEYS = ((b'"id"', "id"), (b'"model"', "model"), (b'"system_fingerprint"', 
               (b'"service_tier"', "service_tier"))
 
 
+def _media_part(url: Any, modality: str) -> Part:
+    """An image (or other media) part: a data URL's bytes as a blob, any other URL as a uri."""
+    if isinstance(url, str) and url.startswith("data:") and "," in url:
+        head, _, data = url.partition(",")
+        mime = head[5:].split(";", 1)[0] or None
+        return {"type": "blob", "modality": modality, "mime_type": mime, "content": data}
+    return {"type": "uri", "modality": modality, "uri": url}
+
+
+def _content_part(item: Any) -> Part:
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind in ("text", "input_text", "output_text"):
+        return {"type": "text", "content": str(item.get("text", ""))}
+    if kind == "refusal":
+        return {"type": "text", "content": str(item.get("refusal", ""))}
+    if kind == "image_url":
+        return _media_part(mapping(item.get("image_url")).get("url"), "image")
+    if kind == "input_audio":
+        audio = mapping(item.get("input_audio"))
+        return {"type": "blob", "modality": "audio", "mime_type": f"audio/{audio.get('format', 'wav')}",
+                "content": str(audio.get("data", ""))}
+    if kind == "file":
+        file = mapping(item.get("file"))
+        if isinstance(file.get("file_id"), str):
+            return {"type": "file", "modality": "document", "file_id": file["file_id"]}
+    return other_part(kind)
+
+
 def _text_parts(content: Any) -> list[Part]:
     if content is None:
         return []
     if isinstance(content, str):
         return [{"type": "text", "content": content}]
     if isinstance(content, list):  # content parts
-        parts: list[Part] = []
-        for item in content:
-            if isinstance(item, dict) and item.get("type") in ("text", "input_text", "output_text"):
-                parts.append({"type": "text", "content": str(item.get("text", ""))})
-            elif isinstance(item, dict) and item.get("type") == "refusal":
-                parts.append({"type": "text", "content": str(item.get("refusal", ""))})
-            else:
-                parts.append(other_part(item.get("type") if isinstance(item, dict) else None))
-        return parts
+        return [_content_part(item) for item in content]
     return [{"type": "text", "content": str(content)}]
 
 
 def message_parts(message: Mapping[str, Any]) -> list[Part]:
     """A chat message's parts: its text, the tools it calls, or the tool result it carries."""
     if message.get("role") == "tool":
-        return [{"type": "tool_call_response", "id": message.get("tool_call_id"),
-                 "response": maybe_json(message.get("content"))}]
+        result = message.get("content")
+        if isinstance(result, list):  # content parts: their text
+            texts = [part for part in _text_parts(result) if part.get("type") == "text"]
+            result = "".join(str(part["content"]) for part in texts) if len(texts) == len(result) else result
+        return [{"type": "tool_call_response", "id": message.get("tool_call_id"), "response": maybe_json(result)}]
     parts = _text_parts(message.get("content"))
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:

@@ -145,31 +145,36 @@ def _setup(timeline: ShiftTimeline, scale: Scale) -> str:
             "</span></div><div class=\"lane\">not drawn to scale: the axis starts at the first model call</div></div>")
 
 
-def _content_text(content: Any) -> str:
-    """A message's content as text: a list of parts (`[{"type": "text", "text": ...}]`) as
-    the text of each part, one a line; a part without text, and any other value, as JSON."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(part["text"] if isinstance(part, dict) and isinstance(part.get("text"), str)
-                         else _compact_json(part) for part in content)
-    return _compact_json(content)
-
-
 def _compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def _part_text(role: str, part: Any) -> str:
+    """One message part as a line of the page: text as it is, a tool call as `name(arguments)`,
+    a tool's result by its call id, and anything else (an image, a file) as its JSON, inline
+    data shown by its size only."""
+    if not isinstance(part, dict):
+        return f"{role}: {_compact_json(part)}"
+    kind = part.get("type")
+    if kind == "text":
+        return f"{role}: {part.get('content')}"
+    if kind == "reasoning":
+        return f"{role} (reasoning): {part.get('content')}"
+    if kind == "tool_call":
+        arguments = part.get("arguments")
+        shown = arguments if isinstance(arguments, str) else _compact_json(arguments)
+        return f"{role} -> {part.get('name')}({shown})"
+    if kind == "tool_call_response":
+        response = part.get("response")
+        return f"tool[{part.get('id')}]: {response if isinstance(response, str) else _compact_json(response)}"
+    if kind == "blob" and isinstance(part.get("content"), str):
+        part = {**part, "content": f"({len(part['content'])} characters of inline data)"}
+    return f"{role}: {_compact_json(part)}"
+
+
 def _message_text(message: dict[str, Any]) -> str:
-    role = message.get("role", "?")
-    if role == "tool":
-        return f"tool[{message.get('tool_call_id')}]: {_content_text(message.get('content'))}"
-    lines = [f"{role}: {_content_text(message['content'])}"] if message.get("content") is not None else []
-    if message.get("refusal") is not None:  # a model's refusal is its whole answer
-        lines.append(f"{role} (refusal): {_content_text(message['refusal'])}")
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {} if isinstance(call, dict) else {}
-        lines.append(f"{role} -> {function.get('name')}({function.get('arguments')})")
+    role = str(message.get("role") or "?")
+    lines = [_part_text(role, part) for part in message.get("parts") or ()]
     return "\n".join(lines) or f"{role}:"
 
 
@@ -193,7 +198,8 @@ def _input(call: CallRow, first_shown: dict[str, int]) -> str:
         else:
             shown.append(f"{_e(message.get('role', '?'))}: <i>the same {len(text)} characters as in "
                          f'<a href="#input-{earlier}">the input of call {earlier}</a></i>')
-    shown.append("→ reply\n" + _e(_message_text(call.reply)))
+    reply = "\n".join(_message_text(message) for message in call.reply) if call.reply else "(no reply recorded)"
+    shown.append("→ reply\n" + _e(reply))
     return "\n\n".join(shown)
 
 
@@ -201,11 +207,13 @@ def _call(scale: Scale, call: CallRow, first_shown: dict[str, int]) -> str:
     tokens = (f"{call.input_tokens}+{call.output_tokens} tokens"
               if call.input_tokens is not None or call.output_tokens is not None else "no usage")
     meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · {tokens}"
+    if not call.known:
+        meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · status {call.status or '?'}"
     if call.first_chunk_ns is not None:
         meta += f" · first chunk at {format_duration(call.first_chunk_ns)}"
     if call.finish_reason:
         meta += f" · {_e(call.finish_reason)}"
-    parts = [_row(scale, "chat", f"chat {call.model}", _e(meta), call.start_ns, call.end_ns)]
+    parts = [_row(scale, "chat", call.label, _e(meta), call.start_ns, call.end_ns)]
     if call.continues is not None:
         what = (f"continues call {call.continues} ({call.repeated} earlier message(s) not repeated), "
                 f"{len(call.messages)} new")

@@ -1,22 +1,27 @@
-"""A recorded shift laid out on its recorded timeline: the rows a waterfall draws.
+"""A recording laid out on its recorded timeline: the rows a waterfall draws.
 
-Only what the recording holds is shown. Each model call sits where its `timing` says
-(a plain recording without timings gets a synthetic timeline, 1 ms a call, and says so).
-Tool calls are not timed by the recording: they are read from the conversation (the call
-that asked for them, and the tool message answering them in the next request) and placed,
-in order, in the gap between the call that asked and the next call, marked as placed.
-Consent decisions are the `propose_order` results, tickets the `fire_ticket` results.
+Only what the recording holds is shown, each call read by the reading of its API
+(`cafe.apis`): its input and output in the GenAI conventions' message parts, its tool calls
+and its usage, whatever the API. A call no reading knows is a row of its method, path and
+status. Each call sits where its `timing` says (a plain recording without timings gets a
+synthetic timeline, 1 ms a call, and says so). Tool calls are not timed by the recording:
+they are read from the conversation (the call that asked for them, and the tool result
+answering them in the next request) and placed, in order, in the gap between the call that
+asked and the next call, marked as placed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cafe.apis import Message, ModelCall, api_for, openai_chat, read_exchange
 from cafe.recording.format import RecordedCall, Recording
 from cafe.recording.windows import SYNTHETIC_STEP_NS, call_windows
 from cafe.view.words import ANY_AGENT, Badge, PageWords
+from cafe.wire._exchange import payload_bytes
 
 
 @dataclass(frozen=True)
@@ -35,21 +40,25 @@ class ToolRow:
 @dataclass(frozen=True)
 class CallRow:
     index: int
+    label: str  # `chat gpt-4o`, `embeddings text-embedding-3-small`, or `POST /v1/files` for an unknown API
     model: str
     start_ns: int
     end_ns: int
     input_tokens: int | None
     output_tokens: int | None
     finish_reason: str | None
-    # The call's input as the page shows it: when the request extends the previous call's
-    # (its messages, then that call's reply), only what it adds, and `continues` names that
-    # call and `repeated` how many messages are not shown again; otherwise the whole input.
-    messages: list[dict[str, Any]]
-    reply: dict[str, Any]
+    # The call's input as the page shows it, in the conventions' message parts: when the
+    # request extends the previous call's (its messages, then that call's reply), only what it
+    # adds, and `continues` names that call and `repeated` how many messages are not shown
+    # again; otherwise the whole input. System instructions given apart lead it.
+    messages: list[Message]
+    reply: list[Message]
     continues: int | None = None
     repeated: int = 0
     tools: list[ToolRow] = field(default_factory=list)
     first_chunk_ns: int | None = None  # a streamed call: its first chunk's offset from the call's start
+    status: int | None = None  # the HTTP status, when the recording holds the exchange
+    known: bool = True  # a reading knows the call's API
 
 
 @dataclass(frozen=True)
@@ -68,10 +77,10 @@ class ShiftTimeline:
         return max(self.end_ns - self.start_ns, 1)
 
     def rows(self) -> list[tuple[str, str, int, int]]:
-        """(kind, label, start, end) of every bar, in time order: shift, calls, tools."""
+        """(kind, label, start, end) of every bar, in time order: the run, calls, tools."""
         found = [("shift", self.title, self.start_ns, self.end_ns)]
         for call in self.calls:
-            found.append(("chat", f"chat {call.model}", call.start_ns, call.end_ns))
+            found.append(("chat", call.label, call.start_ns, call.end_ns))
             found.extend(("tool", f"execute_tool {tool.name}", tool.start_ns, tool.end_ns) for tool in call.tools)
         return found
 
@@ -80,55 +89,65 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _reply(call: RecordedCall) -> dict[str, Any]:
-    choices = call.response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        message = choices[0].get("message")
-        if isinstance(message, dict):
-            return message
-    return {}
+def read_call(call: RecordedCall) -> ModelCall:
+    """A recorded call as its API's reading gives it. A line without an HTTP exchange (a
+    café recording of version 0 or 1, a plain file) holds a chat call; a café line on the
+    wire is read from the café's call it also holds."""
+    exchange = call.exchange or {}
+    method = str(exchange.get("method") or "POST")
+    path = str(exchange.get("target") or "").partition("?")[0]
+    if not exchange or "request_json" in exchange:
+        request = call.request if isinstance(call.request, dict) else None
+        response = call.response if isinstance(call.response, dict) else None
+        return read_exchange(openai_chat.API, method, path or "/chat/completions", status=_int(exchange.get("status")),
+                             request=request, response=response, stream=_stream(exchange))
+    return read_exchange(api_for(method, path), method, path, status=_int(exchange.get("status")),
+                         request=call.request or None, response=call.response or None, stream=_stream(exchange))
 
 
-def _finish_reason(call: RecordedCall) -> str | None:
-    choices = call.response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        reason = choices[0].get("finish_reason")
-        return reason if isinstance(reason, str) else None
-    return None
+def _stream(exchange: Mapping[str, Any]) -> list[tuple[int, bytes]]:
+    stream = exchange.get("stream")
+    if not isinstance(stream, list):
+        return []
+    return [(_int(piece.get("offset_ns")) or 0, payload_bytes(piece)) for piece in stream if isinstance(piece, dict)]
 
 
-def _first_chunk_ns(call: RecordedCall) -> int | None:
-    stream = (call.exchange or {}).get("stream")
-    if isinstance(stream, list) and stream and isinstance(stream[0], dict):
-        return _int(stream[0].get("offset_ns"))
-    return None
+def _input(reading: ModelCall) -> list[Message]:
+    said = reading.content
+    if said is None:
+        return []
+    leading: list[Message] = [{"role": "system", "parts": said.system_instructions}] if said.system_instructions else []
+    return [*leading, *said.input_messages]
 
 
-def _messages(call: RecordedCall) -> list[dict[str, Any]]:
-    messages = call.request.get("messages")
-    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+def _as_input(message: Message) -> Message:
+    """An output message as the next request sends it back: without its finish reason."""
+    return {key: value for key, value in message.items() if key != "finish_reason"}
 
 
-def _repeated(earlier: list[dict[str, Any]] | None, reply: dict[str, Any], messages: list[dict[str, Any]]) -> int:
+def _repeated(earlier: list[Message] | None, reply: list[Message], messages: list[Message]) -> int:
     """How many of `messages` begin as `earlier` (the previous call's input) and then `reply`
     (its answer) do: the part a page need not show again. 0 unless the request truly extends
     the previous one: independent calls and a sliding window that dropped its oldest message
     repeat nothing."""
     if not earlier or len(messages) < len(earlier) or messages[:len(earlier)] != earlier:
         return 0
-    if len(messages) > len(earlier) and messages[len(earlier)] == reply:
-        return len(earlier) + 1
+    answered = [_as_input(message) for message in reply]
+    if answered and messages[len(earlier):len(earlier) + len(answered)] == answered:
+        return len(earlier) + len(answered)
     return len(earlier)
 
 
-def _tool_answers(following: RecordedCall | None) -> dict[str, str]:
-    if following is None:
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _tool_answers(following: ModelCall | None) -> dict[str, str]:
+    if following is None or following.content is None:
         return {}
-    return {
-        str(message.get("tool_call_id")): str(message.get("content"))
-        for message in _messages(following)
-        if message.get("role") == "tool"
-    }
+    return {str(part.get("id")): _text(part.get("response"))
+            for message in following.content.input_messages for part in message.get("parts", ())
+            if isinstance(part, dict) and part.get("type") == "tool_call_response"}
 
 
 def _status(result: str | None) -> tuple[str, dict[str, Any]]:
@@ -146,9 +165,8 @@ def _status(result: str | None) -> tuple[str, dict[str, Any]]:
     return ("error" if "error" in parsed else "ok"), parsed
 
 
-def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, int],
-           words: PageWords) -> list[ToolRow]:
-    requested = [c for c in _reply(call).get("tool_calls") or [] if isinstance(c, dict)]
+def _tools(reading: ModelCall, following: ModelCall | None, gap: tuple[int, int], words: PageWords) -> list[ToolRow]:
+    requested = reading.response.tool_calls
     if not requested:
         return []
     answers = _tool_answers(following)
@@ -156,20 +174,19 @@ def _tools(call: RecordedCall, following: RecordedCall | None, gap: tuple[int, i
     step = max((end - start) // len(requested), 0)
     rows = []
     for position, tool_call in enumerate(requested):
-        raw_function = tool_call.get("function")
-        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
-        call_id = str(tool_call.get("id"))
+        call_id = str(tool_call.id)
+        name = str(tool_call.name)
         result = answers.get(call_id)
         status, parsed = _status(result)
         rows.append(ToolRow(
             call_id=call_id,
-            name=str(function.get("name")),
-            arguments=str(function.get("arguments")),
+            name=name,
+            arguments=str(tool_call.arguments),
             status=status,
             result=result,
             start_ns=start + position * step,
             end_ns=start + (position + 1) * step,
-            badges=tuple(words.tool_badges(str(function.get("name")), parsed)),
+            badges=tuple(words.tool_badges(name, parsed)),
             tallied=_int(parsed.get(words.tally[1])) if words.tally is not None else None,
         ))
     return rows
@@ -180,40 +197,44 @@ def timeline(recording: Recording, words: PageWords = ANY_AGENT) -> ShiftTimelin
     recorded = call_windows(recording)
     windows = [(window.start, window.end) for window in recorded.calls]
     model = recording.model or "unknown"
+    readings = [read_call(call) for call in recording.calls]
     calls: list[CallRow] = []
-    earlier: list[dict[str, Any]] | None = None
-    for position, call in enumerate(recording.calls):
-        following = recording.calls[position + 1] if position + 1 < len(recording.calls) else None
+    earlier: list[Message] | None = None
+    for position, (call, reading) in enumerate(zip(recording.calls, readings, strict=True)):
+        following = readings[position + 1] if position + 1 < len(readings) else None
         start, end = windows[position]
         next_start = windows[position + 1][0] if following is not None else end + SYNTHETIC_STEP_NS
-        messages = _messages(call)
-        reply = _reply(call)
+        messages = _input(reading)
+        reply = reading.response.output_messages or []
         repeated = _repeated(earlier, calls[-1].reply, messages) if calls else 0
-        raw_usage = call.response.get("usage")
-        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+        usage = reading.response.usage
+        asked_model = reading.request.model if reading.request is not None else None
         calls.append(CallRow(
             index=call.index,
-            model=call.model or model,
+            label=reading.label if asked_model or reading.api is None else f"{reading.label} {call.model or model}",
+            model=asked_model or call.model or model,
             start_ns=start,
             end_ns=end,
-            input_tokens=_int(usage.get("prompt_tokens")),
-            output_tokens=_int(usage.get("completion_tokens")),
-            finish_reason=_finish_reason(call),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            finish_reason=reading.response.finish_reasons[0] if reading.response.finish_reasons else None,
             messages=messages[repeated:],
             reply=reply,
             continues=calls[-1].index if repeated else None,
             repeated=repeated,
-            tools=_tools(call, following, (end, max(next_start, end)), words),
-            first_chunk_ns=_first_chunk_ns(call),
+            tools=_tools(reading, following, (end, max(next_start, end)), words),
+            first_chunk_ns=reading.first_chunk_ns,
+            status=reading.status,
+            known=reading.api is not None,
         ))
         earlier = messages
-    shift_start = recorded.shift.start
+    run_start = recorded.shift.start
     ends = [recorded.shift.end] + [tool.end_ns for call in calls for tool in call.tools]
     return ShiftTimeline(
         title=f"{words.run} {recording.header.conversation_id}" if recording.header.conversation_id else words.run,
         model=model,
-        start_ns=shift_start,
-        end_ns=max(ends, default=shift_start),
+        start_ns=run_start,
+        end_ns=max(ends, default=run_start),
         timed=recorded.timed,
         stop_reason=recording.ending.stop_reason if recording.ending else None,
         calls=calls,

@@ -246,8 +246,8 @@ def test_content_in_parts_and_a_refusal_are_shown_as_their_text(tmp_path):
     assert _view(recording, page)[0] == 0
     inputs = dict(re.findall(r'<details id="input-(\d+)">(.*?)</details>', page.read_text(), re.S))
     assert "user: a latte, please\n" in inputs["1"]  # the text, not a list's repr
-    assert html.escape('{"type":"image_url","image_url":{"url":"x.png"}}') in inputs["1"]
-    assert "assistant (refusal): I cannot take that order" in inputs["1"]  # the reply that refused
+    assert html.escape('{"type":"uri","modality":"image","uri":"x.png"}') in inputs["1"]  # the conventions' part
+    assert "assistant: I cannot take that order" in inputs["1"]  # the reply that refused
     assert "tool[c1]: 3.20" in inputs["2"]
 
 
