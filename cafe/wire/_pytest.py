@@ -23,7 +23,7 @@ from cafe.wire._replay import ReplayTransport
 
 def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, options: dict[str, Any],
                 passed: pytest.StashKey[bool], replay_key: pytest.StashKey[Any]) -> Iterator[None]:
-    from cafe.pytest_plugin import _network_refused, allowed_hosts
+    from cafe.pytest_plugin import _GUARD, _network_refused, allowed_hosts
 
     hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
     if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
@@ -46,7 +46,8 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, op
     if failure is not None:
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[replay_key] = source
-    with _network_refused(path, hosts), intercept(source=source):
+    with _network_refused(path, hosts) as guard, intercept(source=source):
+        request.node.stash[_GUARD] = guard
         yield
 
 
