@@ -336,10 +336,10 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     path = recording_path(request)
     _claim(request, path)
     hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
-    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
+    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not recording_exists(path)):
         yield from _record(request, path)
         return
-    if not path.exists():
+    if mode is RecordMode.NONE and not recording_exists(path):
         pytest.fail(
             f"cafe: {path}: no recording, and record mode 'none' forbids making one "
             "(run once with --cafe-record-mode=once to record it)",
@@ -375,7 +375,7 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
 
     request.node.stash[_RECORDING_TO] = path
     inner = request.getfixturevalue("cafe_model_client")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_recording_directory(path)
     failure = None
     try:
         # The writer records to PATH.partial and renames it into place on close.
@@ -390,6 +390,44 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
         failure = _kept_or_dropped(request, client)
     if failure is not None:
         raise _failure(failure) from None
+
+
+def recording_exists(path: Path) -> bool:
+    """Whether anything is at the recording's path; a path that cannot be examined (a name too
+    long, a loop of links) fails the test in one line naming it and why."""
+    from cafe._files import reason
+
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as error:
+        failure = f"cafe: {path}: the recording's path cannot be examined ({reason(error)})"
+    else:
+        return True
+    pytest.fail(failure, pytrace=False)
+
+
+def make_recording_directory(path: Path) -> None:
+    """Make the directories a recording goes in, or fail the test in one line naming the
+    recording and why they cannot be made (a file in the way, permission denied, a
+    read-only file system)."""
+    from cafe._files import reason
+    from cafe.errors import Unwritable
+
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        # The part of the path that is there and is not a directory.
+        blocker = next((part for part in (directory, *directory.parents)
+                        if os.path.lexists(part) and not part.is_dir()), directory)
+        why = f"its directory cannot be made: {blocker} is not a directory"
+    except OSError as error:
+        why = f"its directory {directory} cannot be made ({reason(error)})"
+    else:
+        return
+    pytest.fail(f"cafe: {Unwritable(path, why, what='the recording')}", pytrace=False)
 
 
 def _kept_or_dropped(request: pytest.FixtureRequest, client: Any) -> str | None:

@@ -5,6 +5,7 @@ failures are one clean line, and a truncated recording's failure names the marke
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -313,6 +314,86 @@ def test_an_ignore_that_would_check_nothing_is_refused_saying_what_to_write(pyte
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cafe: *ignore path*e.g. messages.*.sent_at or metadata.request_time*"])
+
+
+def _first_lines(output: str) -> dict[str, str]:
+    """Each failed or erred test's first line, by the test's name in its report's heading."""
+    found, current = {}, None
+    for line in output.splitlines():
+        heading = re.fullmatch(r"_{3,} (?:ERROR at setup of )?(\S+) _{3,}", line)
+        if heading is not None:
+            current = heading.group(1)
+        elif current is not None and current not in found and line.strip():
+            found[current] = line
+    return found
+
+
+# A recording's directory that cannot be made (a file or a dangling link in the way, a name too
+# long, a read-only directory) fails the test, with the fixture or without it, in one line that
+# names the recording and why; what was in the way is left as it was.
+
+UNMADE_DIRECTORY_MODULE = """
+import pytest
+
+from cafe.clients.canned import CannedClient
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "hi"}}])
+{tests}"""
+
+UNMADE_DIRECTORY_TESTS = {"fixture": """
+
+@pytest.mark.cafe_recording({marker})
+def test_{name}_fixture(cafe_recording):
+    cafe_recording.chat([{{"role": "user", "content": "hello"}}])
+""", "marker": """
+
+@pytest.mark.cafe_recording({marker})
+def test_{name}_marker():
+    pass
+"""}
+
+
+def _unwritable(why: str) -> str:
+    return f"cannot write the recording ({why})"
+
+
+def test_a_recording_directory_that_cannot_be_made_is_one_line_naming_it_and_why(pytester: pytest.Pytester) -> None:
+    here = pytester.path
+    long_name = "n" * 300
+    (here / "recordings").write_text("not a directory")
+    (here / "blocked").write_text("not a directory either")
+    (here / "dangling").symlink_to(here / "nowhere")
+    in_the_way = "its directory cannot be made: {} is not a directory"
+    cases: dict[str, tuple[str | None, str]] = {  # name: (path, None for the default; what the line says)
+        "default": (None, _unwritable(in_the_way.format(here / "recordings"))),
+        "blocked": ("blocked/sub/{kind}.jsonl", _unwritable(in_the_way.format(here / "blocked"))),
+        "dangling": ("dangling/{kind}.jsonl", _unwritable(in_the_way.format(here / "dangling"))),
+        "too_long": (long_name + "/{kind}.jsonl", "the recording's path cannot be examined (file name too long)"),
+    }
+    if os.geteuid() != 0:  # the superuser writes in a read-only directory
+        (here / "read-only").mkdir(mode=0o555)
+        cases["read_only"] = ("read-only/sub/{kind}.jsonl", _unwritable(
+            f"its directory {here / 'read-only' / 'sub'} cannot be made (permission denied)"))
+    tests = "".join(UNMADE_DIRECTORY_TESTS[kind].format(name=name, marker="" if path is None else repr(path.format(
+        kind=kind))) for name, (path, _) in cases.items() for kind in UNMADE_DIRECTORY_TESTS)
+    pytester.makepyfile(test_dirs=UNMADE_DIRECTORY_MODULE.format(tests=tests))
+    for mode in ("once", "all"):
+        if mode == "all":  # re-recording looks for no recording: it goes on to make the directory
+            cases["too_long"] = (cases["too_long"][0], _unwritable(
+                f"its directory {here / long_name} cannot be made (file name too long)"))
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--cafe-record-mode={mode}")
+        result.assert_outcomes(errors=2 * len(cases))
+        lines = _first_lines(result.stdout.str())
+        for name, (path, says) in cases.items():
+            for kind in UNMADE_DIRECTORY_TESTS:
+                test = f"test_{name}_{kind}"
+                recording = here / (f"recordings/test_dirs/{test}.jsonl" if path is None else path.format(kind=kind))
+                assert lines[test] == f"cafe: {recording}: {says}", (mode, lines[test])
+        assert "Traceback" not in result.stdout.str()
+    assert (here / "recordings").read_text() == "not a directory" and not (here / "nowhere").exists()
 
 
 # --- the network, while replaying ----------------------------------------------------------
