@@ -220,10 +220,54 @@ def marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
     if marker.args:
         options["path"] = marker.args[0]
     path = options.get("path")
-    if path is not None and (not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip()):
+    if path is not None:
+        _check_path(path)
+    if "ignore" in options:
+        _check_ignore(options["ignore"])
+    return options
+
+
+def _check_path(path: Any) -> None:
+    """The marker's path is a string (or a path object) naming a file."""
+    shown = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(shown, str):
+        found = type(path if shown is None else shown).__name__
+        pytest.fail(f"cafe: @pytest.mark.cafe_recording(path=...): needs a file path (a string), found {found}",
+                    pytrace=False)
+    if not shown.strip():
         pytest.fail("cafe: @pytest.mark.cafe_recording(path=...): needs a file path (an empty one names no "
                     "file); leave path out to name the recording after the test", pytrace=False)
-    return options
+    if "\0" in shown:
+        pytest.fail("cafe: @pytest.mark.cafe_recording(path=...): a file path cannot hold a NUL character",
+                    pytrace=False)
+
+
+def _check_ignore(ignore: Any) -> None:
+    """`ignore` is a list of field paths, each one replay can use: a string alone would be
+    taken a character at a time, so it is refused, whether the test records or replays."""
+    from cafe.recording.normalise import parse_path
+
+    option = "cafe: @pytest.mark.cafe_recording(ignore=...)"
+    if isinstance(ignore, str):
+        plain = ignore.strip() and ignore.isprintable() and len(ignore) <= 60 and not set(ignore) & set('"\\')
+        example = f'"{ignore}"' if plain else '"metadata.run_id"'
+        pytest.fail(f"{option}: expected a list of field paths, found a string (write ignore=[{example}])",
+                    pytrace=False)
+    if not isinstance(ignore, list | tuple | set | frozenset):
+        pytest.fail(f"{option}: expected a list of field paths, found {type(ignore).__name__} "
+                    '(e.g. ignore=["metadata.run_id"])', pytrace=False)
+    failure = None
+    for declared in ignore:
+        if not isinstance(declared, str):
+            failure = f"expected a field path (a string), found {type(declared).__name__}"
+            break
+        try:
+            parse_path(declared)
+        except ValueError as error:
+            failure = str(error)
+            break
+    if failure is not None:
+        pytest.fail(f"{option}: {failure}", pytrace=False)
 
 
 def recording_name(test: str) -> str:

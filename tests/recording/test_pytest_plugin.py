@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,80 @@ def _first_lines(output: str) -> dict[str, str]:
         elif current is not None and current not in found and line.strip():
             found[current] = line
     return found
+
+
+# Every option is checked for its type, whether the test records or replays, with the
+# fixture or without it: one line naming the option, nothing recorded.
+WRONG_TYPES = (
+    ('ignore="metadata"',
+     '@pytest.mark.cafe_recording(ignore=...): expected a list of field paths, found a string '
+     '(write ignore=["metadata"])'),
+    ("ignore=7", '@pytest.mark.cafe_recording(ignore=...): expected a list of field paths, found int '
+                 '(e.g. ignore=["metadata.run_id"])'),
+    ('ignore={"metadata": True}', "@pytest.mark.cafe_recording(ignore=...): expected a list of field paths, "
+                                  'found dict (e.g. ignore=["metadata.run_id"])'),
+    ('ignore=["metadata", 7]', "@pytest.mark.cafe_recording(ignore=...): expected a field path (a string), found int"),
+    ('ignore=["*"]', "@pytest.mark.cafe_recording(ignore=...): ignore path '*': a top-level * matches every field"),
+    ('allow_truncated="yes"', "@pytest.mark.cafe_recording(allow_truncated=...): expected True or False, found str"),
+    ("record_offline=None", "@pytest.mark.cafe_recording(record_offline=...): expected True or False, found NoneType"),
+    ('path=b"x.jsonl"', "@pytest.mark.cafe_recording(path=...): needs a file path (a string), found bytes"),
+    ('path="x\\0.jsonl"', "@pytest.mark.cafe_recording(path=...): a file path cannot hold a NUL character"),
+    ('allow_hosts="127.0.0.1"', 'allow_hosts: expected a list of host names or addresses, e.g. '
+                                'allow_hosts=["127.0.0.1"]'),
+)
+
+WRONG_TYPES_HEADER = """
+import pytest
+
+from cafe.clients.canned import CannedClient
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{"content": "hi"}])
+"""
+
+WRONG_TYPE_TESTS = """
+
+@pytest.mark.cafe_recording({marker})
+def test_fixture_{n}(cafe_recording):
+    cafe_recording.chat([{{"role": "user", "content": "hello"}}])
+
+
+@pytest.mark.cafe_recording({marker})
+def test_marker_{n}():
+    pass
+"""
+
+
+def _wrong_types_module(*, wrong: bool) -> str:
+    return WRONG_TYPES_HEADER + "".join(WRONG_TYPE_TESTS.format(marker=marker if wrong else "", n=n)
+                                        for n, (marker, _) in enumerate(WRONG_TYPES))
+
+
+def _assert_each_refused_naming_its_option(result: pytest.RunResult) -> None:
+    result.assert_outcomes(errors=2 * len(WRONG_TYPES))
+    lines = _first_lines(result.stdout.str())
+    assert len(lines) == 2 * len(WRONG_TYPES)
+    for n, (marker, says) in enumerate(WRONG_TYPES):
+        for test in (f"test_fixture_{n}", f"test_marker_{n}"):
+            assert lines[test].startswith("cafe: ") and says in lines[test], (marker, lines[test])
+    assert "Traceback" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_a_marker_option_of_a_wrong_type_is_one_named_line_when_recording_and_when_replaying(
+        pytester: pytest.Pytester) -> None:
+    recordings = pytester.path / "recordings"
+    pytester.makepyfile(test_typed=_wrong_types_module(wrong=False))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2 * len(WRONG_TYPES))
+    recorded = {path: path.read_bytes() for path in recordings.rglob("*.jsonl")}
+    assert len(recorded) == 2 * len(WRONG_TYPES)
+    pytester.makepyfile(test_typed=_wrong_types_module(wrong=True))
+    _assert_each_refused_naming_its_option(pytester.runpytest("-p", "no:cacheprovider"))  # replaying
+    assert {path: path.read_bytes() for path in recordings.rglob("*.jsonl")} == recorded
+    shutil.rmtree(recordings)
+    _assert_each_refused_naming_its_option(pytester.runpytest("-p", "no:cacheprovider"))  # recording
+    assert not recordings.exists() and not list(pytester.path.glob("x*"))
 
 
 # A recording's directory that cannot be made (a file or a dangling link in the way, a name too
