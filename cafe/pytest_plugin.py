@@ -22,10 +22,14 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - With a recording, the test replays it: responses are served in order, each request
   must match (`ReplayMismatch` otherwise; declare volatile fields with
   `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), the network is refused
-  for the whole test (connections, datagrams, name lookups; loopback too unless the test
-  names the hosts it may reach: `@pytest.mark.cafe_recording(allow_hosts=["127.0.0.1"])`),
-  and when the test body ends every recorded call must have been made: a test that made
-  fewer calls fails naming the first unused one.
+  for the whole test (connections, datagrams, name lookups, and sends on connections opened
+  before it; loopback too unless the test names the hosts it may reach:
+  `@pytest.mark.cafe_recording(allow_hosts=["127.0.0.1"])`), and when the test body ends
+  every recorded call must have been made: a test that made fewer calls fails naming the
+  first unused one. A refusal is the line the test fails with, whatever a library or the
+  test's code raised around it.
+- A marker option of the wrong type, or a recording whose directory cannot be made, fails
+  the test in one line naming it.
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.

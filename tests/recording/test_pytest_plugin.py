@@ -818,6 +818,64 @@ def test_a_named_error_raised_while_replaying_fails_the_test_in_one_line(pyteste
     assert "cafe: " in output
 
 
+# A replay's refusal that the test's own code wraps, or that comes out of a task group, is
+# still the line the test fails with.
+WRAPPED_MODULE = """
+import asyncio
+
+import pytest
+
+from cafe.clients.canned import CannedClient
+
+SAID = {said!r}
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "Coming up."}}, {{"content": "Coming up too."}}])
+
+
+class OrderFailed(Exception):
+    pass
+
+
+def order(client):
+    try:
+        return client.chat([{{"role": "user", "content": SAID}}])
+    except Exception as error:
+        raise OrderFailed("the order failed") from error
+
+
+def test_wrapped(cafe_recording):
+    order(cafe_recording)
+
+
+def test_in_a_task_group(cafe_recording):
+    async def orders():
+        async def one():
+            return order(cafe_recording)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(one())
+    asyncio.run(orders())
+"""
+
+
+def test_a_replay_refusal_the_tests_code_wraps_is_the_line_the_test_fails_with(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_orders=WRAPPED_MODULE.format(said=CUSTOMER))
+    pytester.runpytest().assert_outcomes(passed=2)
+    pytester.makepyfile(test_orders=WRAPPED_MODULE.format(said=CUSTOMER + " Twice."))
+    result = pytester.runpytest("--showlocals")
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str() + result.stderr.str()
+    lines = _first_lines(result.stdout.str())
+    for test in ("test_wrapped", "test_in_a_task_group"):
+        mismatch = rf"cafe: \S+/{test}\.jsonl: call 1: the request differs from the recording at "
+        assert re.fullmatch(mismatch + r"\$\.messages\[0\]\.content: recorded text\(.+\), incoming text\(.+\)",
+                            lines[test]), lines[test]
+    assert "raised through cafe's code" not in output
+    _assert_one_clean_line(output)
+
+
 # --- a truncated recording -----------------------------------------------------------------
 # On a recording whose last line was cut short, the plugin's failure names the marker option
 # a test uses, not the command line's --allow-truncated, and the marker works.
