@@ -32,7 +32,11 @@ NAMED_COMMAND = re.compile(r"\bcafe ([a-z][a-z-]*[a-z])\b")
 # the user through every command that loads one.
 SPEAKS_FOR: dict[str, tuple[str, ...]] = {
     "cafe/pytest_plugin.py": (PYTEST,),
-    "cafe/wire/_pytest.py": (PYTEST,),
+    "cafe/_pytest/options.py": (PYTEST,),
+    "cafe/_pytest/network.py": (PYTEST,),
+    "cafe/_pytest/failures.py": (PYTEST,),
+    "cafe/_pytest/marked.py": (PYTEST,),
+    "cafe/counter/pytest_plugin.py": (PYTEST,),
     "cafe/recording/check.py": ("check-recording",),
     "cafe/recording/errors.py": ("replay", "export", "golden"),
     "cafe_otel/_counter/golden.py": ("golden",),

@@ -352,7 +352,7 @@ WRONG_TYPES = (
 WRONG_TYPES_HEADER = """
 import pytest
 
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 
 @pytest.fixture
@@ -410,7 +410,7 @@ def test_a_marker_option_of_a_wrong_type_is_one_named_line_when_recording_and_wh
 UNMADE_DIRECTORY_MODULE = """
 import pytest
 
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 
 @pytest.fixture
@@ -825,7 +825,7 @@ import asyncio
 
 import pytest
 
-from cafe.clients.canned import CannedClient
+from cafe.counter.clients.canned import CannedClient
 
 SAID = {said!r}
 

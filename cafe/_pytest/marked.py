@@ -1,6 +1,6 @@
-"""The pytest marker path: a test marked `@pytest.mark.cafe_recording` whose code builds its
-own `openai.OpenAI` / `AsyncOpenAI` clients (it asks for no `cafe_recording` fixture) has
-every httpx2 call recorded on its first run and replayed afterwards.
+"""The marker's own recording: a test marked `@pytest.mark.cafe_recording` whose code builds
+its own model clients (it asks for no fixture that records it) has every call on the wire
+recorded on its first run and replayed afterwards.
 
 Loaded by cafe.pytest_plugin only when such a test runs."""
 
@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from cafe._pytest.failures import CALL_PASSED, GUARD, REPLAY
+from cafe._pytest.network import allowed_hosts, network_refused
+from cafe._pytest.options import make_recording_directory, recording_exists
 from cafe.errors import Unwritable
 from cafe.recording.errors import RecordingError, TruncatedRecording
 from cafe.recording.modes import RecordMode
@@ -21,13 +24,12 @@ from cafe.wire._recorder import WireRecorder
 from cafe.wire._replay import ReplayTransport
 
 
-def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, options: dict[str, Any],
-                passed: pytest.StashKey[bool], replay_key: pytest.StashKey[Any]) -> Iterator[None]:
-    from cafe.pytest_plugin import _GUARD, _network_refused, allowed_hosts, recording_exists
+def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
+                options: dict[str, Any]) -> Iterator[None]:
 
     hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
     if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not recording_exists(path)):
-        yield from _record(request, path, passed)
+        yield from _record(request, path)
         return
     if mode is RecordMode.NONE and not recording_exists(path):
         pytest.fail(f"cafe: {path}: no recording, and record mode 'none' forbids making one "
@@ -45,15 +47,13 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, op
         failure = str(error)
     if failure is not None:
         pytest.fail(f"cafe: {failure}", pytrace=False)
-    request.node.stash[replay_key] = source
-    with _network_refused(path, hosts) as guard, intercept(source=source):
-        request.node.stash[_GUARD] = guard
+    request.node.stash[REPLAY] = source
+    with network_refused(path, hosts) as guard, intercept(source=source):
+        request.node.stash[GUARD] = guard
         yield
 
 
-def _record(request: pytest.FixtureRequest, path: Path, passed: pytest.StashKey[bool]) -> Iterator[None]:
-    from cafe.pytest_plugin import make_recording_directory
-
+def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[None]:
     make_recording_directory(path)
     try:
         recorder = WireRecorder(path, mode=RecordMode.ALL)
@@ -63,7 +63,7 @@ def _record(request: pytest.FixtureRequest, path: Path, passed: pytest.StashKey[
         with intercept([recorder]):
             yield
     finally:
-        if request.node.stash.get(passed, False):
+        if request.node.stash.get(CALL_PASSED, False):
             try:
                 recorder.close()
             except (RecordingError, Unwritable) as error:
