@@ -100,9 +100,9 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'cafe.counter' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # found once; later lookups do not come here
-    return value
+    # Looked up in its module each time, not kept here: the face then always names what the
+    # module holds now, also where a test runner imports the module afresh.
+    return getattr(importlib.import_module(module), name)
 
 
 def __dir__() -> list[str]:
