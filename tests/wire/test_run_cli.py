@@ -111,3 +111,37 @@ def test_the_hook_in_the_program_reads_the_variable_the_command_sets() -> None:
 
     compile(SITECUSTOMIZE, "sitecustomize.py", "exec")
     assert f'os.environ.pop("{HOOK_VARIABLE}", None)' in SITECUSTOMIZE
+
+
+KEYED_AGENT = '''
+import os
+
+import openai
+
+client = openai.OpenAI(base_url=os.environ["AGENT_BASE_URL"], api_key=os.environ["AGENT_KEY"], max_retries=0,
+                       default_query={"api-version": "2024-10-21", "api-key": os.environ["AGENT_QUERY_KEY"]})
+reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "A latte, please."}])
+print("keyed:", reply.choices[0].message.content)
+heard = client.audio.transcriptions.create(model="whisper-1", file=("order.wav", b"RIFF\\x00\\xffWAVE", "audio/wav"),
+                                           prompt="A latte order.")
+print("heard:", heard.text)
+'''
+
+
+def test_a_program_with_a_key_in_its_query_and_an_upload_replays_unchanged(tmp_path: Path) -> None:
+    agent, recording = tmp_path / "keyed.py", tmp_path / "keyed.jsonl"
+    agent.write_text(KEYED_AGENT)
+    program = ["--", sys.executable, str(agent)]
+    query_key = "Zm9vYmFy" + "QmF6cXV4MTIzNDU2Nzg5MA"
+    with OpenAIServer.running() as server:
+        server.require_query("api-key", query_key)
+        live = _cafe(tmp_path, "record", str(recording), *program, AGENT_BASE_URL=server.base_url,
+                     AGENT_QUERY_KEY=query_key)
+        assert live.returncode == 0, live.stderr
+        url = server.base_url
+    assert query_key not in recording.read_text(encoding="utf-8")
+    replayed = _cafe(tmp_path, "replay-run", str(recording), *program, AGENT_BASE_URL=url, AGENT_QUERY_KEY=query_key)
+    assert replayed.returncode == 0, replayed.stderr
+    said = [line for line in live.stdout.splitlines() if line.startswith(("keyed:", "heard:"))]
+    assert len(said) == 2
+    assert [line for line in replayed.stdout.splitlines() if line.startswith(("keyed:", "heard:"))] == said
