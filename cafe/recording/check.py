@@ -203,7 +203,7 @@ def _exchange_findings(exchange: dict[str, Any], scrubber: Scrubber) -> Iterator
 
     found, texts = exchange_findings(exchange, scrubber)
     for finding in found:
-        yield finding.kind if finding.kind.startswith("a body") else f"secret ({finding.kind})", finding.where
+        yield f"secret ({finding.kind})" if finding.secret else finding.kind, finding.where
     for where, text in texts:
         for kind in customer_data_kinds(text):
             yield kind, where

@@ -54,9 +54,22 @@ def is_query_credential(name: str) -> bool:
     return is_credential(name) or _QUERY_CREDENTIAL.fullmatch(name) is not None
 
 
-def recorded_request_headers(headers: Headers) -> dict[str, str]:
-    """The request headers a recording keeps (allowlisted; credentials never)."""
-    return {name: value for name, value in headers if name in REQUEST_HEADERS and not is_credential(name)}
+def recorded_request_headers(headers: Headers, *, decoded: bool = True) -> dict[str, str]:
+    """The request headers a recording keeps (allowlisted; credentials never). Without
+    `decoded`, the body is kept in a content encoding cafe cannot undo, so its
+    `content-encoding` is kept too, to say what the bytes are."""
+    return {name: value for name, value in headers
+            if (name in REQUEST_HEADERS or (name == "content-encoding" and not decoded)) and not is_credential(name)}
+
+
+def request_body(body: bytes, encoding: str | None) -> tuple[bytes, bool]:
+    """A request body as a recording keeps it and a replay compares it: with a content
+    encoding cafe can undo undone (then a compressed JSON body is kept, scrubbed and compared
+    as JSON), and whether it is so (False: kept as sent, in an encoding cafe cannot undo)."""
+    if not encoding or not encoding.strip() or not body:
+        return body, True
+    decoded = decoded_body(body, encoding)
+    return (body, False) if decoded is None else (decoded, True)
 
 
 def recorded_response_headers(headers: Headers, *, decoded: bool) -> dict[str, str]:

@@ -23,6 +23,7 @@ from cafe.wire._exchange import (
     payload,
     recorded_request_headers,
     recorded_response_headers,
+    request_body,
 )
 from cafe.wire._types import CallOutcome, WireRequest, WireResponse, header_value
 
@@ -49,12 +50,13 @@ def recorded_target(target: str) -> str:
 def exchange_line(request: WireRequest, response: WireResponse | None, chunks: list[tuple[int, bytes]],
                   outcome: CallOutcome) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]:
     """The `request`, `response` and `exchange` fields of one call's line."""
-    body = json_object(request.body)
+    sent, sent_decoded = request_body(request.body, request.header("content-encoding"))
+    body = json_object(sent)
     exchange: dict[str, Any] = {
         "method": request.method,
         "target": recorded_target(request.target),
-        "request_headers": recorded_request_headers(request.headers),
-        "request_body": None if body is not None or not request.body else payload(request.body),
+        "request_headers": recorded_request_headers(request.headers, decoded=sent_decoded),
+        "request_body": None if body is not None or not sent else payload(sent),
         "status": None if response is None else response.status,
         "response_headers": {},
         "body": None,

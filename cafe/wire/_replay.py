@@ -24,7 +24,7 @@ from cafe.recording.errors import (
 from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
-from cafe.wire._exchange import credential_values, json_object, payload, payload_bytes
+from cafe.wire._exchange import credential_values, json_object, payload, payload_bytes, request_body
 from cafe.wire._multipart import described_bytes, parts_difference
 from cafe.wire._recorder import recorded_target
 from cafe.wire._scrub import multipart_of, scrubbed_body
@@ -303,7 +303,7 @@ class _Incoming:
     def __init__(self, request: httpx2.Request, scrubber: Scrubber) -> None:
         self.method = request.method
         self.target = scrubber.scrub(recorded_target(request.url.raw_path.decode("ascii", "replace")))
-        self.raw = request.content
+        self.raw, _ = request_body(request.content, request.headers.get("content-encoding"))
         self.body = json_object(self.raw)
         self.content_type = request.headers.get("content-type")
         self._scrubber = scrubber

@@ -448,8 +448,11 @@ def scrubbed_exchange(exchange: dict[str, Any], scrubber: Scrubber) -> dict[str,
 
 @dataclass(frozen=True)
 class ExchangeFinding:
+    """`kind` of secret found at `where`; with `secret` False, what could not be scanned."""
+
     where: str
     kind: str
+    secret: bool = True
 
 
 def exchange_findings(exchange: dict[str, Any],
@@ -462,6 +465,16 @@ def exchange_findings(exchange: dict[str, Any],
     texts: list[tuple[str, str]] = []
     chunks = _stream_chunks(exchange.get("stream"))
     if chunks is not None:
+        response_headers = exchange.get("response_headers")
+        encoding = response_headers.get("content-encoding") if isinstance(response_headers, dict) else None
+        if isinstance(encoding, str) and encoding.strip():
+            decoded = decoded_body(b"".join(chunks), encoding)
+            if decoded is None:
+                findings.append(ExchangeFinding("$.exchange.stream", f"a stream in content-encoding "
+                                                f"{_shown_encoding(encoding)}, which cafe cannot decode: not scanned",
+                                                secret=False))
+            else:
+                chunks = [decoded]
         stream = read_stream(b"".join(chunks))
         findings += [ExchangeFinding("$.exchange.stream", kind) for _, _, kind in stream.spans(scrubber)]
         texts += [("$.exchange.stream", text) for text in stream.texts]
@@ -481,7 +494,7 @@ def exchange_findings(exchange: dict[str, Any],
             decoded = decoded_body(data, encoding)
             if decoded is None:
                 findings.append(ExchangeFinding(where, f"a body in content-encoding {_shown_encoding(encoding)}, "
-                                                       "which cafe cannot decode: not scanned"))
+                                                       "which cafe cannot decode: not scanned", secret=False))
                 continue
             data = decoded
         boundary = boundary_of(_content_type(headers))

@@ -180,3 +180,12 @@ def test_findings_that_cannot_reach_stdout_are_said_to_be_lost(tmp_path: Path) -
     assert done.returncode == 39
     assert done.stderr == ("cafe: error: check-recording: 1 finding(s) in 1 file(s); a recording is a private "
                            "artefact: commit only synthetic ones; the findings did not all reach stdout (ENOSPC)\n")
+
+
+def test_a_stream_in_an_encoding_cafe_cannot_undo_is_reported_as_not_scanned(tmp_path: Path) -> None:
+    path = _wire_file(tmp_path / "theirs.jsonl", {"stream": [{"offset_ns": 1, **_b64(b"\x1b\x4a\x00\xf8\xff")}],
+                                                   "response_headers": {"content-encoding": "zstd"}})
+    code, out, _ = run_cli("check-recording", str(path))
+    assert code == 39
+    assert out.splitlines() == [f"{path}:2: a stream in content-encoding zstd, which cafe cannot decode: not "
+                                "scanned (in $.exchange.stream)"]

@@ -7,6 +7,7 @@ query's credentials whatever their names."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 import cafe.wire as wire
 from cafe.privacy import Scrubber
+from cafe.recording.errors import ReplayMismatch
 from cafe.wire import CallOutcome, ObservedTransport, WireRecorder, WireRequest, WireResponse
 from tests.wire.openai_server import OpenAIServer
 
@@ -302,3 +304,44 @@ def test_a_query_credential_is_never_recorded_whatever_its_name(
     assert f"?{name}={value}&" in server.received[0].path
     assert value not in path.read_text(encoding="utf-8")
     assert _exchange(path)["target"] == f"/v1/chat/completions?{name}=[REDACTED]&api-version=2024-10-21"
+
+
+def _form_post(base_url: str, code: str) -> int:
+    with httpx2.Client() as client:  # an OAuth token exchange, by a client of its own
+        return client.post(base_url + "/oauth/token", data={
+            "grant_type": "authorization_code", "code": code, "client_secret": KEY, "redirect_uri": "x"}).status_code
+
+
+def test_a_form_bodys_credential_fields_are_scrubbed_and_it_still_replays(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    code = "SplxlOBeZQQYbYS6WxSbIA" + "Zq7pW2mX"
+    path = tmp_path / "form.jsonl"
+    with wire.record(path):
+        status = _form_post(server.base_url, code)
+    kept = _exchange(path)["request_body"]["text"]
+    assert code not in kept and KEY not in kept
+    assert kept == "grant_type=authorization_code&code=[REDACTED]&client_secret=[REDACTED]&redirect_uri=x"
+    with wire.replay(path) as source:
+        assert _form_post(server.base_url, code) == status
+    assert source.served == 1 and server.count == 1
+
+
+def _compressed_post(base_url: str, content: str) -> int:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": content}]}).encode()
+    with httpx2.Client() as client:
+        return client.post(base_url + "/chat/completions", content=gzip.compress(body, mtime=0), headers={
+            "content-type": "application/json", "content-encoding": "gzip"}).status_code
+
+
+def test_a_compressed_request_body_is_kept_decoded_scrubbed_and_compared(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "compressed.jsonl"
+    with wire.record(path):
+        status = _compressed_post(server.base_url, f"my key is {LEAK}")
+    line = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+    assert line["request"]["messages"][0]["content"] == "my key is [REDACTED]"
+    assert line["exchange"]["request_body"] is None
+    with wire.replay(path):
+        assert _compressed_post(server.base_url, f"my key is {LEAK}") == status
+    with pytest.raises(ReplayMismatch, match=r"at \$\.messages\[0\]\.content"), wire.replay(path):
+        _compressed_post(server.base_url, "no key")
