@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from cafe.privacy import URL_CREDENTIAL_NAMES
+from cafe.privacy import URL_CREDENTIAL_NAMES, secret_key
 from cafe.wire._types import Headers
 
 # Request headers that change what the server answers.
@@ -50,8 +50,15 @@ def is_credential(name: str) -> bool:
 
 
 def is_query_credential(name: str) -> bool:
-    """Whether a query parameter or a form field of this name carries a credential."""
+    """Whether a query parameter of this name carries a credential."""
     return is_credential(name) or _QUERY_CREDENTIAL.fullmatch(name) is not None
+
+
+def is_form_credential(name: str) -> bool:
+    """Whether a form field of this name carries a credential: named as a JSON key that holds
+    a secret is (`api_key`, `password`), or as a URL's credential is (`code`, `signature`).
+    Not any name holding a key word: a form's `max_tokens` is what the request asks for."""
+    return secret_key(name) or _QUERY_CREDENTIAL.fullmatch(name) is not None
 
 
 def recorded_request_headers(headers: Headers, *, decoded: bool = True) -> dict[str, str]:

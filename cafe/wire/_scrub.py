@@ -27,11 +27,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
+from urllib.parse import unquote_plus
 
 import orjson
 
 from cafe.privacy import REDACTED, Scrubber, secret_key
-from cafe.wire._exchange import decoded_body, is_query_credential, payload, payload_bytes
+from cafe.wire._exchange import decoded_body, is_form_credential, payload, payload_bytes
 from cafe.wire._multipart import Multipart, Part, boundary_of, read_multipart
 
 _REDACTED_BYTES = REDACTED.encode("ascii")
@@ -356,13 +357,11 @@ def bytes_findings(data: bytes, scrubber: Scrubber) -> list[str]:
 
 
 def scrubbed_form(text: str, scrubber: Scrubber) -> str:
-    """A query or a form body with the value of each credential-named field replaced."""
+    """A form body with the value of each credential-named field replaced, then scrubbed."""
 
     def hide(match: re.Match[str]) -> str:
-        from urllib.parse import unquote_plus
-
         name = match.group(1)
-        return f"{name}={REDACTED}" if match.group(2) and is_query_credential(unquote_plus(name)) else match.group(0)
+        return f"{name}={REDACTED}" if match.group(2) and is_form_credential(unquote_plus(name)) else match.group(0)
 
     return scrubber.scrub(_QUERY_PAIR.sub(hide, text))
 
@@ -370,7 +369,7 @@ def scrubbed_form(text: str, scrubber: Scrubber) -> str:
 def _scrubbed_part(part: Part, scrubber: Scrubber) -> Part:
     head = scrubber.scrub(part.head.decode("latin-1")).encode("latin-1")
     name = part.name
-    if name is not None and part.content and (secret_key(name) or is_query_credential(name)):
+    if name is not None and part.content and is_form_credential(name):
         content = _REDACTED_BYTES
     else:
         content = scrubbed_bytes(part.content, scrubber)
@@ -502,8 +501,7 @@ def exchange_findings(exchange: dict[str, Any],
         for part in multipart.parts if multipart is not None else (Part(b"", b"", data),):
             findings += [ExchangeFinding(where, kind) for kind in bytes_findings(part.head + part.content, scrubber)]
             name = part.name
-            if name is not None and part.content not in (b"", _REDACTED_BYTES) and (
-                    secret_key(name) or is_query_credential(name)):
+            if name is not None and part.content not in (b"", _REDACTED_BYTES) and is_form_credential(name):
                 findings.append(ExchangeFinding(where, "secret-named field"))
             try:
                 texts.append((where, part.content.decode("utf-8")))

@@ -264,13 +264,15 @@ def test_an_upload_is_scrubbed_part_by_part(server: OpenAIServer, tmp_path: Path
     with wire.record(path):
         client.audio.transcriptions.create(model="whisper-1", file=("order.wav", upload, "audio/wav"),
                                            prompt=f"the till's token is {GITHUB_TOKEN}",
-                                           extra_body={"api_key": KEY})
+                                           extra_body={"api_key": KEY, "max_tokens": 5})
     text = path.read_text(encoding="utf-8")
     body = base64.b64decode(_exchange(path)["request_body"]["base64"])
     assert _hidden(LEAK, text) and _hidden(GITHUB_TOKEN, text) and KEY not in text
     assert LEAK.encode() not in body and GITHUB_TOKEN.encode() not in body and KEY.encode() not in body
     assert b"WAVE [REDACTED]\x00\x81" in body and b"the till's token is [REDACTED]" in body
     assert b'name="api_key"\r\n\r\n[REDACTED]\r\n' in body
+    # What the request asks for is kept, though a name holds a key word.
+    assert b'name="model"\r\n\r\nwhisper-1\r\n' in body and b'name="max_tokens"\r\n\r\n5\r\n' in body
 
 
 def test_an_answer_in_a_chain_of_encodings_is_decoded_and_scrubbed(server: OpenAIServer, tmp_path: Path) -> None:
