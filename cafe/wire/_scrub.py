@@ -38,8 +38,8 @@ from cafe.wire._multipart import Multipart, Part, boundary_of, read_multipart
 _REDACTED_BYTES = REDACTED.encode("ascii")
 _BLOCK_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE_END = re.compile(rb"\r\n|\n|\r")
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_AFTER_STRING = re.compile(rb"\s*(.)", re.DOTALL)
+# A JSON string, its body the first group, the second set when it is an object key.
+_STRING = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(\s*:)?', re.DOTALL)
 # A JSON string's body as tokens: a surrogate pair, one `\uXXXX`, another escape, a plain run.
 _STRING_TOKEN = re.compile(rb'\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})'
                            rb'|\\u([0-9a-fA-F]{4})|\\(.)|[^\\]+', re.DOTALL)
@@ -68,16 +68,23 @@ class _Event:
         self.strings: list[tuple[int, int]] | None = None
 
 
+# A group's key is its path as one string (a string's hash is kept, a tuple's is not): the
+# event's name and type, then each step, an object's key after its index fields, a list's
+# position (`*` for items told apart by index fields of their own).
+_HEAD, _MARKS, _KEY, _ITEM = "\x1c", "\x1f", "\x1e", "\x1d"
+_ORDINALS = 1 << 20  # a JSON piece's place: its event's number times this, plus its ordinal
+
+
 class _Group:
     """The strings that continue one another, in stream order: each piece's text and where it
-    lies (a JSON string: its event and its place among the event's string values; a line of
-    text: its bytes)."""
+    lies (a JSON string: an int, its event's number and its place among the event's string
+    values; a line of text: its bytes)."""
 
     __slots__ = ("places", "texts")
 
     def __init__(self) -> None:
         self.texts: list[str] = []
-        self.places: list[tuple[_Event, int] | tuple[int, int]] = []
+        self.places: list[int | tuple[int, int]] = []
 
 
 @dataclass
@@ -86,7 +93,8 @@ class StreamText:
     (`texts`), and where each piece lies, to replace a secret in the chunks that hold it."""
 
     data: bytes
-    groups: dict[Any, _Group] = field(default_factory=dict)
+    groups: dict[str, _Group] = field(default_factory=dict)
+    events: list[_Event] = field(default_factory=list)
 
     @property
     def texts(self) -> list[str]:
@@ -96,13 +104,19 @@ class StreamText:
         """Where the joined stream holds a secret, in bytes, merged and in order."""
         found: list[Span] = []
         for key, group in self.groups.items():
-            joined = "".join(group.texts)
-            spans = scrubber.secret_spans(joined)
-            if key[0] == "json" and isinstance(key[-1][-1], str) and secret_key(key[-1][-1]):
+            texts = group.texts
+            step, _, name = key.rpartition(_KEY)
+            named = bool(step) and _ITEM not in name and _MARKS not in name and secret_key(name)
+            if len(texts) > 1 and texts.count(texts[0]) == len(texts):
+                # One value repeated (an id, the model) is no text cut into pieces: each
+                # piece holds what one does.
+                spans = _whole(texts[0], scrubber, named)
+                spans = [(start + at, end + at, kind) for at in _starts(texts) for start, end, kind in spans]
+            else:
+                spans = scrubber.secret_spans("".join(texts))
                 # A field named like a secret (`api_key`): every piece of it is one.
-                spans += [(start, start + len(text), "secret-named field")
-                          for text, start in zip(group.texts, _starts(group.texts), strict=True)
-                          if text and text != REDACTED]
+                spans += [span for text, at in zip(texts, _starts(texts), strict=True)
+                          for span in _whole(text, scrubber, named, secret=False, at=at)]
             if spans:
                 found += self._located(group, spans)
         return _merged(found)
@@ -125,20 +139,26 @@ class StreamText:
                 located.append((positions[low], positions[high], kind))
         return located
 
-    def _positions(self, place: tuple[_Event, int] | tuple[int, int],
-                   text: str) -> tuple[tuple[int, int], list[int] | None]:
+    def _positions(self, place: int | tuple[int, int], text: str) -> tuple[tuple[int, int], list[int] | None]:
         """Where a piece lies in the stream's bytes, and where each of its characters starts
         there (one more: its end), or None when its bytes do not read back as its text."""
-        first, second = place
-        if not isinstance(first, _Event):
-            return (first, second), _text_positions(first, second, text)
-        event = first
+        if isinstance(place, tuple):
+            return place, _text_positions(*place, text)
+        event, ordinal = self.events[place // _ORDINALS], place % _ORDINALS
         if event.strings is None:
             event.strings = _string_values(self.data, event.start, event.end)
-        if second >= len(event.strings):
+        if ordinal >= len(event.strings):
             return (event.start, event.end), None
-        start, end = event.strings[second]
+        start, end = event.strings[ordinal]
         return (start, end), _escaped_positions(self.data, start, end, text)
+
+
+def _whole(text: str, scrubber: Scrubber, named: bool, *, secret: bool = True, at: int = 0) -> list[Span]:
+    """The secrets of one piece: all of it when its field is named like a secret, and (with
+    `secret`) what the scrubber finds in it, from `at` on."""
+    if named and text and text != REDACTED:
+        return [(at, at + len(text), "secret-named field")]
+    return [(start + at, end + at, kind) for start, end, kind in scrubber.secret_spans(text)] if secret else []
 
 
 def _starts(texts: list[str]) -> list[int]:
@@ -152,44 +172,45 @@ def _starts(texts: list[str]) -> list[int]:
 def read_stream(data: bytes) -> StreamText:
     """The joined bytes of a stream's chunks, read as server-sent events."""
     stream = StreamText(data)
-    groups = stream.groups
     position, size = 0, len(data)
     while position < size:
         found = _BLOCK_END.search(data, position)
         end = size if found is None else found.start()
         if data.startswith(b"data: {", position) and data.find(b"\n", position, end) < 0 and data.find(
                 b"\r", position, end) < 0:
-            _read_event(data, position + 6, end, b"", groups)  # the usual block: one line of JSON data
+            _read_event(stream, position + 6, end, "")  # the usual block: one line of JSON data
         else:
-            _read_block(data, position, end, groups)
+            _read_block(stream, position, end)
         position = size if found is None else found.end()
     return stream
 
 
-def _read_event(data: bytes, start: int, end: int, name: bytes, groups: dict[Any, _Group]) -> bool:
+def _read_event(stream: StreamText, start: int, end: int, name: str) -> bool:
     """Reads the JSON data of one event into the groups; False when it is not JSON."""
     try:
-        event = orjson.loads(data[start:end])
+        event = orjson.loads(stream.data[start:end])
     except orjson.JSONDecodeError:
         return False
     kind = type(event)
     if kind is not dict and kind is not list:
         return False
-    found: list[tuple[Any, str]] = []
-    _collect(event, (), found)
-    held = _Event(start, end)
-    head = ("json", name, event.get("type") if kind is dict else None)
-    for ordinal, (path, text) in enumerate(found):
-        key = (*head, path)
+    kind_name = event.get("type") if kind is dict else None
+    found: list[tuple[str, str]] = []
+    _collect(event, f"{name}{_HEAD}{kind_name if isinstance(kind_name, str) else ''}", found)
+    place = len(stream.events) * _ORDINALS
+    stream.events.append(_Event(start, end))
+    groups = stream.groups
+    for ordinal, (key, text) in enumerate(found[:_ORDINALS]):
         group = groups.get(key)
         if group is None:
             group = groups[key] = _Group()
         group.texts.append(text)
-        group.places.append((held, ordinal))
+        group.places.append(place + ordinal)
     return True
 
 
-def _read_block(data: bytes, start: int, end: int, groups: dict[Any, _Group]) -> None:
+def _read_block(stream: StreamText, start: int, end: int) -> None:
+    data = stream.data
     lines: list[tuple[int, int]] = []
     at = start
     for line_end in _LINE_END.finditer(data, start, end):
@@ -197,12 +218,13 @@ def _read_block(data: bytes, start: int, end: int, groups: dict[Any, _Group]) ->
         at = line_end.end()
     if at < end:
         lines.append((at, end))
-    name = next((data[a + 6:b].strip() for a, b in lines if data.startswith(b"event:", a)), b"")
+    name = next((data[a + 6:b].strip().decode("utf-8", "replace") for a, b in lines if data.startswith(b"event:", a)),
+                "")
     data_lines = [(a, b) for a, b in lines if data.startswith(b"data:", a)]
     json_line = None
     if len(data_lines) == 1:
         a, b = data_lines[0]
-        if _read_event(data, a + (6 if data.startswith(b"data: ", a) else 5), b, name, groups):
+        if _read_event(stream, a + (6 if data.startswith(b"data: ", a) else 5), b, name):
             json_line = data_lines[0]
     for a, b in lines:
         if (a, b) == json_line:
@@ -210,12 +232,12 @@ def _read_block(data: bytes, start: int, end: int, groups: dict[Any, _Group]) ->
         if data.startswith(b"data:", a):
             # Plain-text data, streamed token by token: the events' pieces, joined.
             a += 6 if data.startswith(b"data: ", a) else 5
-            key: Any = ("data", name)
+            key = f"data{_HEAD}{name}"
         else:
-            key = ("line", a)
-        group = groups.get(key)
+            key = f"line{_HEAD}{a}"
+        group = stream.groups.get(key)
         if group is None:
-            group = groups[key] = _Group()
+            group = stream.groups[key] = _Group()
         group.texts.append(data[a:b].decode("utf-8", "surrogateescape"))
         group.places.append((a, b))
 
@@ -223,39 +245,35 @@ def _read_block(data: bytes, start: int, end: int, groups: dict[Any, _Group]) ->
 _INDEX_SET = frozenset(_INDEX_FIELDS)
 
 
-def _collect(value: Any, path: Any, found: list[tuple[Any, str]]) -> None:
+def _collect(value: Any, path: str, found: list[tuple[str, str]]) -> None:
     """Each string value of a JSON value in document order, with its path: an object's keys
-    with the object's index fields, a list's items by position, or by nothing when they have
-    index fields of their own (a chunk's `choices[0]` may be choice 1). A path is nested
-    pairs, `(parent, step)`."""
+    after the object's index fields, a list's items by position, or by none when they have
+    index fields of their own (a chunk's `choices[0]` may be choice 1)."""
     if type(value) is dict:
-        marks: Any = () if _INDEX_SET.isdisjoint(value) else tuple(
-            (name, value[name]) for name in _INDEX_FIELDS if type(value.get(name)) in (int, str))
+        if not _INDEX_SET.isdisjoint(value):
+            path += _MARKS + ",".join(f"{name}={value[name]!r}" for name in _INDEX_FIELDS
+                                      if type(value.get(name)) in (int, str))
+        path += _KEY
         for key, item in value.items():
             kind = type(item)
             if kind is str:
-                found.append(((path, marks, key), item))
+                found.append((path + key, item))
             elif kind is dict or kind is list:
-                _collect(item, (path, marks, key), found)
+                _collect(item, path + key, found)
     else:
         for position, item in enumerate(value):
             kind = type(item)
             if kind is str:
-                found.append(((path, position), item))
+                found.append((f"{path}{_ITEM}{position}", item))
             elif kind is dict:
-                _collect(item, (path, position if _INDEX_SET.isdisjoint(item) else None), found)
+                _collect(item, f"{path}{_ITEM}{'*' if not _INDEX_SET.isdisjoint(item) else position}", found)
             elif kind is list:
-                _collect(item, (path, position), found)
+                _collect(item, f"{path}{_ITEM}{position}", found)
 
 
 def _string_values(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
     """Where the body of each string value (not an object key) of the JSON text lies."""
-    found = []
-    for match in _JSON_STRING.finditer(data, start, end):
-        after = _AFTER_STRING.match(data, match.end(), end)
-        if after is None or after.group(1) != b":":
-            found.append((match.start() + 1, match.end() - 1))
-    return found
+    return [match.span(1) for match in _STRING.finditer(data, start, end) if match.group(2) is None]
 
 
 def _escaped_positions(data: bytes, start: int, end: int, text: str) -> list[int] | None:

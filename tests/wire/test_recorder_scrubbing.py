@@ -347,3 +347,13 @@ def test_a_compressed_request_body_is_kept_decoded_scrubbed_and_compared(
         assert _compressed_post(server.base_url, f"my key is {LEAK}") == status
     with pytest.raises(ReplayMismatch, match=r"at \$\.messages\[0\]\.content"), wire.replay(path):
         _compressed_post(server.base_url, "no key")
+
+
+@pytest.mark.parametrize(("field", "value"), [("note", LEAK), ("api_key", KEY)])
+def test_a_value_every_event_repeats_is_scrubbed_where_a_read_cuts_it(tmp_path: Path, field: str,
+                                                                       value: str) -> None:
+    event = b"data: " + json.dumps({"object": "chunk", field: value, "delta": "a"}).encode() + b"\n\n"
+    data = event * 3
+    cut = len(event) * 2 + event.index(value[4:8].encode())
+    stream = _recorded_stream(tmp_path, [data[:cut], data[cut:]])
+    assert [event[field] for event in _events(stream)] == ["[REDACTED]"] * 2 + ["[REDACTED][REDACTED]"]
