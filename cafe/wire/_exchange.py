@@ -128,7 +128,7 @@ def _decoder(name: str) -> Any | None:
     except ImportError:  # pragma: no cover - an httpx2 without the table
         return None
     found = SUPPORTED_DECODERS.get(name)
-    return None if found is None or name == "identity" else found()
+    return None if found is None else found()
 
 
 class BodyDecoder:

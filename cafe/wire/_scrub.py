@@ -24,6 +24,7 @@ it came and reported by `check-recording` as not scanned.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -126,10 +127,12 @@ class StreamText:
         located: list[Span] = []
         starts = _starts(group.texts)
         for start, end, kind in spans:
-            for position, piece_start in enumerate(starts):
-                text = group.texts[position]
+            for position in range(max(bisect.bisect_right(starts, start) - 1, 0), len(starts)):
+                piece_start, text = starts[position], group.texts[position]
+                if piece_start >= end:
+                    break
                 piece_end = piece_start + len(text)
-                if piece_end <= start or piece_start >= end or piece_start == piece_end:
+                if piece_end <= start or piece_start == piece_end:
                     continue
                 where, positions = self._positions(group.places[position], text)
                 if positions is None:  # its bytes do not read back as its text: all of them
