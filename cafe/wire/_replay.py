@@ -6,12 +6,13 @@ import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 import orjson
 
 from cafe.jsondata import JsonPath
-from cafe.privacy import MIN_SECRET_CHARS, Scrubber, structure_scrubber
+from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
 from cafe.recording.diff import describe, first_difference, summarise_request
 from cafe.recording.errors import (
     RecordingError,
@@ -30,6 +31,7 @@ from cafe.wire._recorder import recorded_target
 from cafe.wire._scrub import multipart_of, scrubbed_body
 from cafe.wire._transport import _headers
 
+_ENCODED_REDACTED = quote(REDACTED)
 _FAILURES: dict[str, type[httpx2.TransportError]] = {
     "timeout": httpx2.ReadTimeout, "connect_error": httpx2.ConnectError, "read_error": httpx2.ReadError,
     "write_error": httpx2.WriteError, "protocol_error": httpx2.RemoteProtocolError,
@@ -201,7 +203,9 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         exchange = recorded.exchange or {}
         if exchange.get("method") != incoming.method:
             return "the method", repr(exchange.get("method")), repr(incoming.method)
-        target = str(exchange.get("target", ""))
+        # The marker may be percent-encoded in a recording's query (`%5BREDACTED%5D`): it is the
+        # same marker, and the same credential.
+        target = str(exchange.get("target", "")).replace(_ENCODED_REDACTED, REDACTED)
         if target != incoming.target:
             recorded_path, _, recorded_query = target.partition("?")
             incoming_path, _, incoming_query = incoming.target.partition("?")

@@ -242,3 +242,15 @@ def test_a_changed_upload_part_fails_naming_the_part_without_its_content(
     assert line.startswith(f"{path}: call 1: the request differs from the recording at {where}: recorded ")
     assert "\n" not in line and "WAVE" not in line and "order" not in line and "mocha" not in line
     assert "sha256" in line or "chars" in line
+
+
+def test_a_recorded_query_marker_written_percent_encoded_still_replays(server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "keyed.jsonl"
+    with wire.record(path):
+        live = keyed(server.base_url, {"key": CREDENTIAL})
+    text = path.read_text(encoding="utf-8")
+    assert "?key=[REDACTED]" in text
+    path.write_text(text.replace("?key=[REDACTED]", "?key=%5BREDACTED%5D"), encoding="utf-8")
+    with wire.replay(path) as source:
+        assert keyed(server.base_url, {"key": CREDENTIAL}) == live
+    assert source.served == 1
