@@ -52,6 +52,8 @@ classes, and docs/cli.md's exit table is made from it):
       * StreamExhausted [49] (cafe.recording.errors): a replayed stream was read past its recorded end
       * ReplayUnchecked [50] (cafe.cli.wire): `cafe replay-run`: the program ended without cafe's check at
           its exit (killed, `os._exit`)
+    * OtherProcessCall [51] (cafe.recording.errors): a model call from a process that does not own the
+        recording or replay (a child forked or started by it), refused before it was sent
   * Unwritable [38]: a path not writable: not a regular file of ours, `PATH.partial` in the way, an output
       that would replace an input or a recording, a page that exists, or a write that failed
   * GoldenMissing [46] (cafe_otel._offline.golden): no golden OTLP file

@@ -16,7 +16,13 @@ import pytest
 
 import cafe.wire as wire
 from cafe.recording import load_recording
-from cafe.recording.errors import RecordingExhausted, ReplayMismatch, StreamExhausted, UnusedCalls
+from cafe.recording.errors import (
+    OtherProcessCall,
+    RecordingExhausted,
+    ReplayMismatch,
+    StreamExhausted,
+    UnusedCalls,
+)
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-wire-0123456789abcdefghij"
@@ -181,3 +187,82 @@ def test_the_sdk_retry_after_a_refusal_repeats_the_refusal(server: OpenAIServer,
     with pytest.raises(ReplayMismatch), wire.replay(path) as source:
         client.chat.completions.create(model="other", messages=MESSAGES)
     assert source.served == 0
+
+
+# A forked child's exit status: its call was refused (and leaving the block raised nothing
+# but that refusal), it was answered, or something else went wrong.
+REFUSED, ANSWERED, OTHERWISE = 1, 2, 3
+
+
+def _child_status(child: int) -> int:
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _outcome(call: Any) -> int:
+    try:
+        call()
+    except BaseException as error:
+        return _refused(error)
+    return ANSWERED
+
+
+def _refused(error: BaseException | None) -> int:
+    while error is not None and not isinstance(error, OtherProcessCall):
+        error = error.__cause__ or error.__context__
+    return REFUSED if error is not None else OTHERWISE
+
+
+def test_a_forked_childs_call_is_refused_and_its_exit_leaves_the_parents_recording_alone(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "forked.jsonl"
+    child, code = -1, OTHERWISE
+    try:
+        with wire.record(path):
+            plain(server.base_url, max_tokens=3)
+            child = os.fork()
+            if child == 0:  # ... and then leaves the block as its parent will: the recording is not its own
+                code = _outcome(lambda: plain(server.base_url, max_tokens=4))
+            else:
+                assert _child_status(child) == REFUSED
+                plain(server.base_url, max_tokens=5)
+    except BaseException:
+        if child != 0:
+            raise
+        code = OTHERWISE
+    finally:
+        if child == 0:
+            os._exit(code)
+    assert server.count == 2  # the child's call was never sent
+    recording = load_recording(path)
+    assert [call.index for call in recording.calls] == [1, 2]
+    assert [call.request["max_tokens"] for call in recording.calls] == [3, 5]
+    assert not path.with_name(path.name + ".partial").exists()
+
+
+def test_a_forked_childs_call_in_a_replay_is_refused_without_reaching_the_server(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "forked.jsonl"
+    with wire.record(path):
+        live = [plain(server.base_url, max_tokens=3), plain(server.base_url, max_tokens=5)]
+    before = server.count
+    child, code = -1, OTHERWISE
+    try:
+        with wire.replay(path) as source:
+            replayed = [plain(server.base_url, max_tokens=3)]
+            child = os.fork()
+            if child == 0:
+                code = _outcome(lambda: plain(server.base_url, max_tokens=5))
+            else:
+                assert _child_status(child) == REFUSED
+                replayed.append(plain(server.base_url, max_tokens=5))
+    except BaseException as error:
+        if child != 0:
+            raise
+        code = code if _refused(error) == REFUSED else OTHERWISE  # the child's block ends on its refusal
+    finally:
+        if child == 0:
+            os._exit(code)
+    assert replayed == live
+    assert source.served == 2
+    assert server.count == before
