@@ -23,7 +23,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -42,6 +43,7 @@ OWNER_FILE = "owner"  # the pid of the process that records or replays
 PROBE_FILE = "probe"  # written by a probe's interpreter: it loads the hook
 REFUSED_PREFIX = "refused-"  # refused-PID.json: a process's first refused call, or why it stopped
 STARTUP_FILE = "cafe-wire-hook.pth"  # installed beside cafe in site-packages (setup.py)
+REFUSE = "refuse"  # the plan's action in Pythons started inside cafe.wire.record() / replay()
 
 
 class HookNotLoaded(CafeError):
@@ -121,7 +123,9 @@ def start(environ: Mapping[str, str]) -> None:
         _write_json(directory / PROBE_FILE, {"pid": os.getpid()})
         return
     try:
-        if _claim(directory) and _fresh_owner(plan):
+        if plan.get("action") == REFUSE:
+            _refuse_calls(plan, directory)
+        elif _claim(directory) and _fresh_owner(plan):
             _own(plan, directory)
         else:
             _refuse_calls(plan, directory)
@@ -217,7 +221,8 @@ def _own(plan: Mapping[str, Any], directory: Path) -> None:
 def _refuse_calls(plan: Mapping[str, Any], directory: Path) -> None:
     """Refuse this process's every httpx2 request, from when it imports httpx2 (a process that
     never does, a tool the program runs, pays nothing for it)."""
-    source = _RefusingSource(str(plan["shown"]), plan["action"] == "replay", directory)
+    source = _RefusingSource(str(plan["shown"]), plan["action"] == "replay" or bool(plan.get("replaying")),
+                             directory)
 
     def refuse() -> None:
         from cafe.wire._intercept import WireLayer, install
@@ -343,11 +348,11 @@ class _RefusingSource:
 
 
 def _failure(error: BaseException) -> dict[str, Any]:
+    noted = {"pid": os.getpid(), "at": time.monotonic_ns()}
     if isinstance(error, CafeError):
-        return {"error": str(error).replace("\n", " "), "exit_code": error.exit_code, "at": time.monotonic_ns()}
+        return {"error": str(error).replace("\n", " "), "exit_code": error.exit_code, **noted}
     # Not one of ours: its text may hold anything, so only its type is told.
-    return {"error": f"cafe's hook failed in the program ({type(error).__name__})", "exit_code": 70,
-            "at": time.monotonic_ns()}
+    return {"error": f"cafe's hook failed in the program ({type(error).__name__})", "exit_code": 70, **noted}
 
 
 def _write_json(path: Path, value: Mapping[str, Any], *, exclusive: bool = False) -> bool:
@@ -416,6 +421,42 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+@contextmanager
+def children_refused(shown: Path | str, *, replaying: bool,
+                     environ: MutableMapping[str, str] = os.environ) -> Iterator[Callable[[], None]]:
+    """For the block (a `cafe.wire.record()` or `replay()` in this process), every Python of
+    this installation started from here (a spawned multiprocessing worker, a subprocess) has
+    its model calls refused before they are sent, through `environ`, which such a process
+    inherits; the function yielded raises the first refusal noted."""
+    directory = Path(tempfile.mkdtemp(prefix="cafe-children-"))
+    maker = os.getpid()  # a child forked in the block leaves it too: the directory stays its parent's
+    previous = environ.get(HOOK_VARIABLE)
+    environ[HOOK_VARIABLE] = json.dumps({"action": REFUSE, "directory": str(directory), "shown": str(shown),
+                                         "replaying": replaying})
+
+    def raise_refused() -> None:
+        from cafe.recording.errors import OtherProcessCall
+
+        refusals = read_outcome(directory).refusals
+        if not refusals:
+            return
+        first = refusals[0]
+        pid = first.get("pid")
+        if first.get("exit_code") == OtherProcessCall.exit_code and isinstance(pid, int):
+            raise OtherProcessCall(shown, pid, replaying)
+        raise HookNotLoaded(str(first.get("error")))  # its hook stopped it before it ran
+
+    try:
+        yield raise_refused
+    finally:
+        if previous is None:
+            environ.pop(HOOK_VARIABLE, None)
+        else:
+            environ[HOOK_VARIABLE] = previous
+        if os.getpid() == maker:
+            remove_hook_directory(directory)
 
 
 def hook_directory(parent: Path) -> Path:

@@ -23,6 +23,7 @@ from cafe.recording.errors import (
     StreamExhausted,
     UnusedCalls,
 )
+from cafe.wire._hook import HOOK_VARIABLE
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-wire-0123456789abcdefghij"
@@ -266,3 +267,54 @@ def test_a_forked_childs_call_in_a_replay_is_refused_without_reaching_the_server
     assert replayed == live
     assert source.served == 2
     assert server.count == before
+
+
+# A Python started inside the block: it calls the server, and says how that ended.
+STARTED = """
+import sys
+
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+try:
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "And one for me."}])
+    print("answered")
+except Exception as error:
+    print("refused" if type(error).__name__ == "OtherProcessCall" else f"failed: {type(error).__name__}")
+"""
+
+
+def _started_python(base_url: str, *flags: str) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, *flags, "-c", STARTED, base_url, KEY], capture_output=True, text=True,
+                          timeout=120, check=False)
+    return done.stdout.strip() or done.stderr[-500:]
+
+
+@pytest.mark.parametrize("flags", [(), ("-I",)], ids=["plain", "isolated"])
+def test_a_python_started_in_a_replay_is_refused_without_reaching_the_server(
+        server: OpenAIServer, tmp_path: Path, flags: tuple[str, ...]) -> None:
+    path = tmp_path / "started.jsonl"
+    with wire.record(path):
+        plain(server.base_url)
+    before = server.count
+    with pytest.raises(OtherProcessCall) as refused, wire.replay(path):
+        plain(server.base_url)
+        assert _started_python(server.base_url, *flags) == "refused"
+    assert server.count == before
+    assert str(refused.value).startswith(f"{path}: a model call from process ")
+    assert HOOK_VARIABLE not in os.environ  # the block's mark is gone with it
+    assert _started_python(server.base_url) == "answered"
+
+
+def test_a_python_started_in_a_recording_is_refused_and_the_block_keeps_the_calls_made(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "started.jsonl"
+    with pytest.raises(OtherProcessCall), wire.record(path):
+        plain(server.base_url)
+        assert _started_python(server.base_url) == "refused"
+    assert server.count == 1
+    assert not path.exists()
+    assert [call.index for call in load_recording(path.with_name(path.name + ".partial")).calls] == [1]
