@@ -111,7 +111,10 @@ class WireRecorder:
         header = Header(version=WIRE_VERSION, harness=harness or _harness_version(), model=model,
                         provider=provider, recorded_at=_iso(self.origin_unix_nano),
                         clock_origin_unix_nano=self.origin_unix_nano, conversation_id=conversation_id)
-        self.writer = RecordingWriter(path, header, mode=mode, scrubber=self._scrubber, durable=durable)
+        # Absolute from the start: the recording is moved into place after the recorded code ran,
+        # and that code may have changed directory.
+        self.writer = RecordingWriter(Path(path).absolute(), header, mode=mode, scrubber=self._scrubber,
+                                      durable=durable)
         self._lock = threading.Lock()
         self._started = 0
         self._ended: dict[int, tuple[Any, Any, Timing, dict[str, Any], Scrubber | None]] = {}

@@ -318,3 +318,19 @@ def test_a_python_started_in_a_recording_is_refused_and_the_block_keeps_the_call
     assert server.count == 1
     assert not path.exists()
     assert [call.index for call in load_recording(path.with_name(path.name + ".partial")).calls] == [1]
+
+
+def test_a_relative_recording_is_made_where_it_was_named_when_the_block_changes_directory(
+        server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with wire.record("relative.jsonl"):
+        os.chdir(elsewhere)
+        live = plain(server.base_url)
+    os.chdir(tmp_path)
+    with wire.replay("relative.jsonl"):
+        os.chdir(elsewhere)
+        assert plain(server.base_url) == live
+    assert [call.index for call in load_recording(tmp_path / "relative.jsonl").calls] == [1]
+    assert list(elsewhere.iterdir()) == []
