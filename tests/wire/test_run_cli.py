@@ -185,10 +185,13 @@ def test_usage_errors_are_one_line_with_their_exit_code(tmp_path: Path) -> None:
 
 
 def test_the_hook_in_the_program_reads_the_variable_the_command_sets() -> None:
-    from cafe.wire._hook import HOOK_VARIABLE, SITECUSTOMIZE
+    from cafe.wire._hook import HOOK_VARIABLE, SITECUSTOMIZE, HookNotLoaded
 
     compile(SITECUSTOMIZE, "sitecustomize.py", "exec")
     assert f'os.environ.get("{HOOK_VARIABLE}")' in SITECUSTOMIZE
+    # It stops a Python without cafe with the code the command reports for it.
+    assert f'"exit_code": {HookNotLoaded.exit_code}' in SITECUSTOMIZE
+    assert f"os._exit({HookNotLoaded.exit_code})" in SITECUSTOMIZE
 
 
 def _record_then_replay(tmp_path: Path, program: list[str], **env: str) -> tuple[
