@@ -123,12 +123,12 @@ def start(environ: Mapping[str, str]) -> None:
         _write_json(directory / PROBE_FILE, {"pid": os.getpid()})
         return
     try:
-        if plan.get("action") == REFUSE:
+        if plan.get("action") == REFUSE or not _claim(directory):
             _refuse_calls(plan, directory)
-        elif _claim(directory) and _fresh_owner(plan):
+        elif _fresh_owner(plan):
             _own(plan, directory)
         else:
-            _refuse_calls(plan, directory)
+            _refuse_calls(plan, directory, reexecuted=True)
     except ImportError as error:  # cafe is here, what it needs is not: a Python it is not installed in
         _stop(directory, HookNotLoaded(
             f"the program's Python ({sys.executable}) cannot import {error.name or 'what cafe needs'}: run the "
@@ -218,11 +218,12 @@ def _own(plan: Mapping[str, Any], directory: Path) -> None:
     atexit.register(check_replay)
 
 
-def _refuse_calls(plan: Mapping[str, Any], directory: Path) -> None:
+def _refuse_calls(plan: Mapping[str, Any], directory: Path, *, reexecuted: bool = False) -> None:
     """Refuse this process's every httpx2 request, from when it imports httpx2 (a process that
-    never does, a tool the program runs, pays nothing for it)."""
+    never does, a tool the program runs, pays nothing for it). `reexecuted`: this is the owner,
+    after an `exec` that came after recorded calls."""
     source = _RefusingSource(str(plan["shown"]), plan["action"] == "replay" or bool(plan.get("replaying")),
-                             directory)
+                             directory, reexecuted)
 
     def refuse() -> None:
         from cafe.wire._intercept import WireLayer, install
@@ -322,15 +323,21 @@ class _RefusingSource:
 
     is_wire_source = True
 
-    def __init__(self, shown: str, replaying: bool, directory: Path) -> None:
+    def __init__(self, shown: str, replaying: bool, directory: Path, reexecuted: bool = False) -> None:
         self._shown = shown
         self._replaying = replaying
         self._directory = directory
+        self._reexecuted = reexecuted
 
     def _refuse(self) -> NoReturn:
-        from cafe.recording.errors import OtherProcessCall
+        from cafe.recording.errors import OtherProcessCall, RecordingError
 
-        refused = OtherProcessCall(self._shown, os.getpid(), self._replaying)
+        refused: RecordingError = OtherProcessCall(self._shown, os.getpid(), self._replaying)
+        if self._reexecuted:
+            refused = RecordingError(
+                f"{self._shown}: a model call was refused: the program's Python replaced itself (exec) after "
+                "recording calls, which the interpreter before it wrote; cafe record records one interpreter's "
+                "calls (make them before the exec, or after it only)")
         note_refusal(self._directory, refused)
         raise refused
 

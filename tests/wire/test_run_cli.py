@@ -459,3 +459,36 @@ def test_a_program_that_never_loads_the_hook_is_reported_as_unchecked(tmp_path: 
             in unchecked.stderr
         assert len(unchecked.stderr.splitlines()) == 1
     assert not (tmp_path / "none.jsonl").exists()
+
+
+# Calls, then replaces itself with a fresh interpreter (`exec`, the same process) that calls again.
+EXECS = '''
+import os
+import sys
+
+import openai
+
+client = openai.OpenAI(base_url=os.environ["AGENT_BASE_URL"], api_key=os.environ["AGENT_KEY"], max_retries=0)
+text = "And a croissant." if sys.argv[1:] == ["again"] else "A latte, please."
+print(client.chat.completions.create(model="m", max_tokens=5, messages=[{"role": "user", "content": text}])
+      .choices[0].message.content)
+if not sys.argv[1:]:
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, __file__, "again"])
+'''
+
+
+def test_a_program_that_execs_after_recording_calls_has_its_later_calls_refused(tmp_path: Path) -> None:
+    agent, recording = tmp_path / "execs.py", tmp_path / "agent.jsonl"
+    agent.write_text(EXECS)
+    with OpenAIServer.running() as server:
+        done = _cafe(tmp_path, "record", str(recording), "--", sys.executable, str(agent),
+                     AGENT_BASE_URL=server.base_url)
+        assert server.count == 1  # the second interpreter's call was never sent
+    assert done.returncode == 30, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"cafe: error: {recording}: a model call was refused: the program's Python replaced itself (exec) after "
+        "recording calls, which the interpreter before it wrote; cafe record records one interpreter's calls "
+        f"(make them before the exec, or after it only); nothing recorded at {recording}; its calls are kept in "
+        f"{tmp_path / 'agent.jsonl.partial'}")
+    assert _calls(tmp_path / "agent.jsonl.partial") == [1]
