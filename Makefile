@@ -11,7 +11,7 @@ $(BIN)/python:
 
 # setuptools tells every editable install, as a warning, not to shadow the package with a
 # folder of its name; quiet means quiet, so that one note is filtered (by its text only).
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py cafe-wire-hook.pth | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	PYTHONWARNINGS="ignore:Editable installation" \
 		$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[grpc,test,bench]'

@@ -50,8 +50,13 @@ classes, and docs/cli.md's exit table is made from it):
       * TranscriptMismatch [44] (cafe.recording.errors): the replayed transcript differs from the recorded one
       * NetworkRefused [45] (cafe.recording.errors): the network was used during a replay
       * StreamExhausted [49] (cafe.recording.errors): a replayed stream was read past its recorded end
-      * ReplayUnchecked [50] (cafe.cli.wire): `cafe replay-run`: the program ended without cafe's check at
-          its exit (killed, `os._exit`)
+      * ReplayUnchecked [50] (cafe.cli.wire): `cafe record` / `cafe replay-run`: the program ended without
+          cafe's check at its exit (killed, `os._exit`, or it never loaded cafe's hook)
+    * OtherProcessCall [51] (cafe.recording.errors): a model call from a process that does not own the
+        recording or replay (a child forked or started by it), refused before it was sent
+  * HookNotLoaded [52] (cafe.wire._hook): `cafe record` / `cafe replay-run`: the program's Python would
+      run it without cafe's hook (`-S`; `-I` or `-E` where cafe's startup file is not installed; a Python
+      that cannot import cafe): stopped before it ran
   * Unwritable [38]: a path not writable: not a regular file of ours, `PATH.partial` in the way, an output
       that would replace an input or a recording, a page that exists, or a write that failed
   * GoldenMissing [46] (cafe_otel._counter.golden): no golden OTLP file

@@ -7,7 +7,7 @@ Loaded by cafe.pytest_plugin only when such a test runs."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,10 @@ import pytest
 from cafe._pytest.failures import CALL_PASSED, GUARD, REPLAY
 from cafe._pytest.network import allowed_hosts, network_refused
 from cafe._pytest.options import make_recording_directory, recording_exists
-from cafe.errors import Unwritable
+from cafe.errors import CafeError, Unwritable
 from cafe.recording.errors import RecordingError, TruncatedRecording
 from cafe.recording.modes import RecordMode
+from cafe.wire._hook import children_refused
 from cafe.wire._intercept import intercept
 from cafe.wire._recorder import WireRecorder
 from cafe.wire._replay import ReplayTransport
@@ -48,9 +49,13 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
     if failure is not None:
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[REPLAY] = source
-    with network_refused(path, hosts) as guard, intercept(source=source):
+    with network_refused(path, hosts) as guard, children_refused(path, replaying=True) as raise_refused, \
+            intercept(source=source):
         request.node.stash[GUARD] = guard
         yield
+        refused = _refusal(raise_refused)
+    if refused is not None:
+        pytest.fail(refused, pytrace=False)
 
 
 def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[None]:
@@ -59,11 +64,13 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[None]:
         recorder = WireRecorder(path, mode=RecordMode.ALL)
     except (RecordingError, Unwritable) as error:
         pytest.fail(f"cafe: {error}", pytrace=False)
+    refused = None
     try:
-        with intercept([recorder]):
+        with children_refused(path, replaying=False) as raise_refused, intercept([recorder]):
             yield
+            refused = _refusal(raise_refused)
     finally:
-        if request.node.stash.get(CALL_PASSED, False):
+        if request.node.stash.get(CALL_PASSED, False) and refused is None:
             try:
                 recorder.close()
             except (RecordingError, Unwritable) as error:
@@ -74,3 +81,15 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[None]:
             if kept is not None:
                 with contextlib.suppress(FileNotFoundError):
                     kept.unlink()
+    if refused is not None:  # what the test's run made is not the whole run: nothing is kept
+        pytest.fail(refused, pytrace=False)
+
+
+def _refusal(raise_refused: Callable[[], None]) -> str | None:
+    """The line the test fails with when a process it started made a model call, refused there
+    (only the test's own process records or replays), else None."""
+    try:
+        raise_refused()
+    except CafeError as error:
+        return f"cafe: {error}"
+    return None

@@ -90,26 +90,37 @@ def _add_view(commands: Commands) -> None:
     view.set_defaults(run=view_command)
 
 
+def _program_options(name: str) -> CommandParser:
+    """A parser of the options a program-running command takes, apart: they may also be
+    written between REC and `--` (`cafe record REC --record-mode all -- CMD`), where the
+    program's argument list would otherwise take them."""
+    return CommandParser(prog=f"{ROOT_PROG} {name}", add_help=False)
+
+
 def _add_record(commands: Commands) -> None:
+    options = _program_options("record")
+    options.add_argument("--record-mode", choices=["once", "all"], default="once",
+                         help="once: never overwrite a recording (default); all: re-record")
     record = commands.add_parser(
-        "record", help="run a Python program, recording its model calls (httpx2, the openai SDK's) to a file")
+        "record", parents=[options],
+        help="run a Python program, recording its model calls (httpx2, the openai SDK's) to a file")
     record.add_argument("recording", metavar="REC", type=recording_to_write,
                         help="where to write the recording (JSONL, private: 0600)")
-    record.add_argument("--record-mode", choices=["once", "all"], default="once",
-                        help="once: never overwrite a recording (default); all: re-record")
     record.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                         help="the program to run, after --, e.g. -- python agent.py")
-    record.set_defaults(run=record_command, subcommand="record")
+    record.set_defaults(run=record_command, subcommand="record", options=options)
 
 
 def _add_replay_run(commands: Commands) -> None:
+    options = _program_options("replay-run")
+    options.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
+                         help="a request field to ignore when matching, e.g. metadata.run_id")
+    options.add_argument("--allow-truncated", action="store_true",
+                         help="replay the complete calls of a recording whose last line was cut short")
     replay_run = commands.add_parser(
-        "replay-run", help="run a Python program, answering its model calls from a recording (no network)")
+        "replay-run", parents=[options],
+        help="run a Python program, answering its model calls from a recording (no network)")
     replay_run.add_argument("recording", metavar="REC", type=file_to_read, help="the recording to answer from")
-    replay_run.add_argument("--ignore", action="append", default=[], metavar="FIELD.PATH",
-                            help="a request field to ignore when matching, e.g. metadata.run_id")
-    replay_run.add_argument("--allow-truncated", action="store_true",
-                            help="replay the complete calls of a recording whose last line was cut short")
     replay_run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                             help="the program to run, after --, e.g. -- python agent.py")
-    replay_run.set_defaults(run=replay_run_command, subcommand="replay-run")
+    replay_run.set_defaults(run=replay_run_command, subcommand="replay-run", options=options)

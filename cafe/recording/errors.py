@@ -217,3 +217,25 @@ class StreamExhausted(ReplayError):
             f"{path}: call {call}: the stream was read past the {chunks} chunk(s) the recording holds "
                   "(the recorded caller closed it there; re-record to replay more of it)"
         )
+
+
+class OtherProcessCall(RecordingError):
+    """A model call from a process that does not own the recording or replay it reached: a
+    child forked after the recorder or replay was made (it would write with the parent's
+    call numbers, or be answered from the parent's place), or, under `cafe record` /
+    `cafe replay-run`, any Python process of the program but its first. Refused before it is
+    sent."""
+
+    exit_code = 51
+
+    def __init__(self, path: Path | str, pid: int, replaying: bool = False) -> None:
+        self.path, self.pid, self.replaying = Path(path), pid, replaying
+        action = "replays" if replaying else "records"
+        super().__init__(
+            f"{path}: a model call from process {pid} was refused: only the process that {action} "
+            "this recording makes its model calls (not a child it forks or starts); make the calls there"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A multiprocessing worker's error is pickled back to its parent.
+        return (type(self), (self.path, self.pid, self.replaying))

@@ -11,6 +11,7 @@ import httpx2
 
 from cafe.privacy import Scrubber
 from cafe.recording.modes import RecordMode
+from cafe.wire._hook import children_refused
 from cafe.wire._intercept import intercept
 from cafe.wire._recorder import WireRecorder
 from cafe.wire._replay import ReplayTransport
@@ -24,14 +25,18 @@ def record(path: Path | str, *, mode: RecordMode | str = RecordMode.ONCE, scrubb
     """Record every httpx2 call made in the block (the `openai` SDK's, however its client
     was built) to `path`. The recording is moved into place when the block ends; if it
     raises, `path` is left as it was and the calls made so far stay in `PATH.partial`.
+    A model call from another process (a child forked or started in the block) is refused
+    before it is sent, and the block then raises `OtherProcessCall`.
 
         with cafe.wire.record("agent.jsonl"):
             run_my_agent()
     """
     recorder = WireRecorder(path, mode=mode, scrubber=scrubber, clock=clock)
     try:
-        with intercept([recorder, *observers], clock=clock):
+        with children_refused(path, replaying=False) as raise_refused, intercept([recorder, *observers],
+                                                                                  clock=clock):
             yield recorder
+            raise_refused()
     except BaseException:
         recorder.abort()
         raise
@@ -44,22 +49,26 @@ def replay(path: Path | str, *, ignore: Sequence[str] = (), scrubber: Scrubber |
            clock: Clock = time.monotonic_ns) -> Iterator[ReplayTransport]:
     """Answer every httpx2 call made in the block from the recording at `path`, strictly
     (see `ReplayTransport`); no request reaches the network. When the block ends, a refused
-    request is raised (whatever error the SDK wrapped it in), then `UnusedCalls` if
-    recorded calls were never made.
+    request is raised (whatever error the SDK wrapped it in), a call refused in another
+    process (a child forked or started in the block), then `UnusedCalls` if recorded calls
+    were never made.
 
         with cafe.wire.replay("agent.jsonl", ignore=["metadata.run_id"]):
             run_my_agent()
     """
     source = ReplayTransport(path, ignore=ignore, scrubber=scrubber, allow_truncated=allow_truncated)
-    try:
-        with intercept(observers, source=source, clock=clock):
-            yield source
-    except BaseException as error:
-        if source.failure is not None and error is not source.failure:
-            raise source.failure from None
-        raise
-    if source.failure is not None:
-        raise source.failure
+    with children_refused(path, replaying=True) as raise_refused:
+        try:
+            with intercept(observers, source=source, clock=clock):
+                yield source
+        except BaseException as error:
+            if source.failure is not None and error is not source.failure:
+                raise source.failure from None
+            raise_refused()
+            raise
+        if source.failure is not None:
+            raise source.failure
+        raise_refused()
     source.assert_exhausted()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -11,9 +12,11 @@ from typing import Any
 from urllib.parse import unquote
 
 from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber
+from cafe.recording.errors import OtherProcessCall
 from cafe.recording.format import WIRE_VERSION, Header, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.writer import RecordingWriter
+from cafe.wire import _forks
 from cafe.wire._exchange import (
     BodyDecoder,
     assembled_completion,
@@ -93,7 +96,11 @@ class WireRecorder:
     keep their start order), through `RecordingWriter`: `PATH.partial` created 0600, every
     line scrubbed (the request's own credentials too, wherever they appear), renamed into
     place by `close()`. `clock` (monotonic, ns) places call starts on the wall clock from
-    `wall_clock_ns`'s reading at the start; durations and chunk offsets are the transport's."""
+    `wall_clock_ns`'s reading at the start; durations and chunk offsets are the transport's.
+
+    The recording belongs to the process that made the recorder: in a child forked from it, a
+    call is refused (`OtherProcessCall`), and neither the calls it inherited open nor
+    `close()` and `abort()` touch the file."""
 
     def __init__(self, path: Path | str, *, mode: RecordMode | str = RecordMode.ONCE,
                  scrubber: Scrubber | None = None, clock: Callable[[], int] = time.monotonic_ns,
@@ -109,13 +116,17 @@ class WireRecorder:
         header = Header(version=WIRE_VERSION, harness=harness or _harness_version(), model=model,
                         provider=provider, recorded_at=_iso(self.origin_unix_nano),
                         clock_origin_unix_nano=self.origin_unix_nano, conversation_id=conversation_id)
-        self.writer = RecordingWriter(path, header, mode=mode, scrubber=self._scrubber, durable=durable)
+        # Absolute from the start: the recording is moved into place after the recorded code ran,
+        # and that code may have changed directory.
+        self.writer = RecordingWriter(Path(path).absolute(), header, mode=mode, scrubber=self._scrubber,
+                                      durable=durable)
         self._lock = threading.Lock()
         self._started = 0
         self._ended: dict[int, tuple[Any, Any, Timing, dict[str, Any], Scrubber | None]] = {}
         self._open: dict[int, _RecordedCall] = {}
         self._written = 0
         self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
+        self._process = _forks.process()
 
     @property
     def path(self) -> Path:
@@ -130,6 +141,8 @@ class WireRecorder:
         return f"WireRecorder(path={str(self.path)!r}, calls={self._written})"
 
     def start(self, request: WireRequest) -> _RecordedCall:
+        if _forks.forks != self._process:
+            raise OtherProcessCall(self.path, os.getpid())
         with self._lock:
             self._started += 1
             call = _RecordedCall(self, self._started, request, self._unix_nano(self._clock()))
@@ -151,6 +164,8 @@ class WireRecorder:
         return known
 
     def _finish(self, call: _RecordedCall, outcome: CallOutcome) -> None:
+        if _forks.forks != self._process:
+            return  # a call the parent had open when it forked: the parent's to write
         request = call.request
         body, answer, exchange = exchange_line(request, call.head, call.chunks, outcome)
         # The writer serialises the line once and walks it only when its text may hold a
@@ -170,12 +185,16 @@ class WireRecorder:
     def close(self) -> None:
         """End the calls still open as read so far (closed early), and move the recording
         into place."""
+        if _forks.forks != self._process:
+            return
         for call in list(self._open.values()):
             call.end(CallOutcome.closed_early(self._clock()))
         self.writer.commit()
 
     def abort(self) -> Path | None:
         """Leave the path as it was; returns where the calls recorded so far are kept."""
+        if _forks.forks != self._process:
+            return None
         return self.writer.abort()
 
 

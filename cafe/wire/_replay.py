@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from cafe.jsondata import JsonPath
 from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
 from cafe.recording.diff import describe, first_difference, summarise_request
 from cafe.recording.errors import (
+    OtherProcessCall,
     RecordingError,
     RecordingExhausted,
     ReplayError,
@@ -25,6 +27,7 @@ from cafe.recording.errors import (
 from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
+from cafe.wire import _forks
 from cafe.wire._exchange import credential_values, json_object, payload, payload_bytes, request_body
 from cafe.wire._multipart import described_bytes, parts_difference
 from cafe.wire._recorder import recorded_target
@@ -90,7 +93,10 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
     its own recorded answer and none gets another's. A call beyond the recording is
     `RecordingExhausted`; `assert_exhausted()` raises `UnusedCalls`. The first refusal is
     kept in `failure` and repeated to every later request (an SDK's retry must not be
-    matched against the next call), since an SDK may wrap it in an error of its own."""
+    matched against the next call), since an SDK may wrap it in an error of its own.
+
+    The replay belongs to the process that made it: in a child forked from it, a request is
+    refused (`OtherProcessCall`) and `assert_exhausted()` leaves the check to the parent."""
 
     is_wire_source = True
 
@@ -110,7 +116,8 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         self._lock = threading.Lock()
         self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
         self.served = 0
-        self.failure: ReplayError | None = None
+        self.failure: RecordingError | None = None
+        self._process = _forks.process()
 
     @property
     def path(self) -> Path:
@@ -141,6 +148,10 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
     # Matching
 
     def _take(self, request: httpx2.Request) -> RecordedCall:
+        if _forks.forks != self._process:
+            refused = OtherProcessCall(self.path, os.getpid(), replaying=True)
+            self.failure = self.failure or refused  # this child's copy: raised again at its block's end
+            raise refused
         with self._lock:
             if self.failure is not None:
                 raise self.failure
@@ -282,7 +293,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def assert_exhausted(self) -> None:
         """Raise `UnusedCalls` when recorded calls were never made."""
-        if not self.unused:
+        if not self.unused or _forks.forks != self._process:
             return
         first = next(call for call, served in zip(self._calls, self._served, strict=True) if not served)
         exchange = first.exchange or {}

@@ -1,6 +1,7 @@
-"""OTLP over gRPC is an extra (`pip install 'cafe-otel[grpc]'`): recording, replay and
-OTLP/HTTP do not need gRPC, whose wheels are the largest of our dependencies. Asking for
-gRPC without the extra is a `TelemetryConfigError` (exit 20) that names the extra."""
+"""OTLP over gRPC is the `grpc` extra (`pip install -e '.[grpc]'` in a checkout): recording,
+replay and OTLP/HTTP do not need gRPC, whose wheels are the largest of our dependencies.
+Asking for gRPC without it is a `TelemetryConfigError` (exit 20) whose remedy installs the
+extra's one requirement, from PyPI, however cafe-otel itself was installed (it is not on PyPI)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from types import ModuleType
 
 from cafe_otel._config.parse import TelemetryConfigError
 
-GRPC_EXTRA = "cafe-otel[grpc]"
-INSTALL_GRPC = f"pip install '{GRPC_EXTRA}'"
+GRPC_EXTRA = "grpc"
+GRPC_REQUIREMENT = "opentelemetry-exporter-otlp-proto-grpc>=1.45,<1.46"  # pyproject.toml's grpc extra
+INSTALL_GRPC = f"pip install '{GRPC_REQUIREMENT}'"
 
 
 class GrpcExtraMissing(TelemetryConfigError):

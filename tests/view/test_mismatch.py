@@ -217,7 +217,7 @@ def offline_plugin(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 PLUGIN_TEST = '''
-from cafe import make_responder, run_shift
+from cafe.counter import make_responder, run_shift
 
 def test_shift(cafe_recording):
     run_shift(cafe_recording, [{line!r}, "Nothing else, thanks."], make_responder([]))

@@ -297,3 +297,40 @@ def test_a_refusal_a_library_wraps_or_the_test_catches_is_the_line_pytest_report
                             r"\$\.max_tokens: recorded 5, incoming 6", line), (test, line)
     assert "raised through cafe's code" not in output
     assert KEY not in output
+
+
+CHILD_MODULE = '''
+import os
+import subprocess
+import sys
+
+import openai
+import pytest
+
+CHILD = """
+import os, openai
+client = openai.OpenAI(base_url=os.environ["AGENT_BASE_URL"], api_key="sk-test-child-0123456789", max_retries=0)
+client.chat.completions.create(model="m", messages=[{"role": "user", "content": "from the child"}])
+"""
+
+
+@pytest.mark.cafe_recording
+def test_a_child_asks():
+    client = openai.OpenAI(base_url=os.environ["AGENT_BASE_URL"], api_key="sk-test-parent-0123456789", max_retries=0)
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "from the parent"}])
+    subprocess.run([sys.executable, "-c", CHILD], check=False)
+'''
+
+
+def test_a_python_the_marked_test_starts_has_its_calls_refused_and_the_test_fails_saying_so(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_child=CHILD_MODULE)
+    recording = pytester.path / "recordings" / "test_child" / "test_a_child_asks.jsonl"
+    with OpenAIServer.running() as server:
+        monkeypatch.setenv("AGENT_BASE_URL", server.base_url)
+        recorded = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        # Only the test's own process records: the child's call never left, and the run kept nothing.
+        assert [received.body["messages"][0]["content"] for received in server.received
+                if received.body] == ["from the parent"]
+        assert "cafe: " in recorded.stdout.str() and "process" in recorded.stdout.str()
+        assert recorded.ret != 0 and not recording.exists()

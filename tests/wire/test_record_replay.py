@@ -16,7 +16,14 @@ import pytest
 
 import cafe.wire as wire
 from cafe.recording import load_recording
-from cafe.recording.errors import RecordingExhausted, ReplayMismatch, StreamExhausted, UnusedCalls
+from cafe.recording.errors import (
+    OtherProcessCall,
+    RecordingExhausted,
+    ReplayMismatch,
+    StreamExhausted,
+    UnusedCalls,
+)
+from cafe.wire._hook import HOOK_VARIABLE
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-wire-0123456789abcdefghij"
@@ -254,3 +261,149 @@ def test_a_recorded_query_marker_written_percent_encoded_still_replays(server: O
     with wire.replay(path) as source:
         assert keyed(server.base_url, {"key": CREDENTIAL}) == live
     assert source.served == 1
+
+
+# A forked child's exit status: its call was refused (and leaving the block raised nothing
+# but that refusal), it was answered, or something else went wrong.
+REFUSED, ANSWERED, OTHERWISE = 1, 2, 3
+
+
+def _child_status(child: int) -> int:
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _outcome(call: Any) -> int:
+    try:
+        call()
+    except BaseException as error:
+        return _refused(error)
+    return ANSWERED
+
+
+def _refused(error: BaseException | None) -> int:
+    while error is not None and not isinstance(error, OtherProcessCall):
+        error = error.__cause__ or error.__context__
+    return REFUSED if error is not None else OTHERWISE
+
+
+def test_a_forked_childs_call_is_refused_and_its_exit_leaves_the_parents_recording_alone(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "forked.jsonl"
+    child, code = -1, OTHERWISE
+    try:
+        with wire.record(path):
+            plain(server.base_url, max_tokens=3)
+            child = os.fork()
+            if child == 0:  # ... and then leaves the block as its parent will: the recording is not its own
+                code = _outcome(lambda: plain(server.base_url, max_tokens=4))
+            else:
+                assert _child_status(child) == REFUSED
+                plain(server.base_url, max_tokens=5)
+    except BaseException:
+        if child != 0:
+            raise
+        code = OTHERWISE
+    finally:
+        if child == 0:
+            os._exit(code)
+    assert server.count == 2  # the child's call was never sent
+    recording = load_recording(path)
+    assert [call.index for call in recording.calls] == [1, 2]
+    assert [call.request["max_tokens"] for call in recording.calls] == [3, 5]
+    assert not path.with_name(path.name + ".partial").exists()
+
+
+def test_a_forked_childs_call_in_a_replay_is_refused_without_reaching_the_server(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "forked.jsonl"
+    with wire.record(path):
+        live = [plain(server.base_url, max_tokens=3), plain(server.base_url, max_tokens=5)]
+    before = server.count
+    child, code = -1, OTHERWISE
+    try:
+        with wire.replay(path) as source:
+            replayed = [plain(server.base_url, max_tokens=3)]
+            child = os.fork()
+            if child == 0:
+                code = _outcome(lambda: plain(server.base_url, max_tokens=5))
+            else:
+                assert _child_status(child) == REFUSED
+                replayed.append(plain(server.base_url, max_tokens=5))
+    except BaseException as error:
+        if child != 0:
+            raise
+        code = code if _refused(error) == REFUSED else OTHERWISE  # the child's block ends on its refusal
+    finally:
+        if child == 0:
+            os._exit(code)
+    assert replayed == live
+    assert source.served == 2
+    assert server.count == before
+
+
+# A Python started inside the block: it calls the server, and says how that ended.
+STARTED = """
+import sys
+
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+try:
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "And one for me."}])
+    print("answered")
+except Exception as error:
+    print("refused" if type(error).__name__ == "OtherProcessCall" else f"failed: {type(error).__name__}")
+"""
+
+
+def _started_python(base_url: str, *flags: str) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, *flags, "-c", STARTED, base_url, KEY], capture_output=True, text=True,
+                          timeout=120, check=False)
+    return done.stdout.strip() or done.stderr[-500:]
+
+
+@pytest.mark.parametrize("flags", [(), ("-I",)], ids=["plain", "isolated"])
+def test_a_python_started_in_a_replay_is_refused_without_reaching_the_server(
+        server: OpenAIServer, tmp_path: Path, flags: tuple[str, ...]) -> None:
+    path = tmp_path / "started.jsonl"
+    with wire.record(path):
+        plain(server.base_url)
+    before = server.count
+    with pytest.raises(OtherProcessCall) as refused, wire.replay(path):
+        plain(server.base_url)
+        assert _started_python(server.base_url, *flags) == "refused"
+    assert server.count == before
+    assert str(refused.value).startswith(f"{path}: a model call from process ")
+    assert HOOK_VARIABLE not in os.environ  # the block's mark is gone with it
+    assert _started_python(server.base_url) == "answered"
+
+
+def test_a_python_started_in_a_recording_is_refused_and_the_block_keeps_the_calls_made(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "started.jsonl"
+    with pytest.raises(OtherProcessCall), wire.record(path):
+        plain(server.base_url)
+        assert _started_python(server.base_url) == "refused"
+    assert server.count == 1
+    assert not path.exists()
+    assert [call.index for call in load_recording(path.with_name(path.name + ".partial")).calls] == [1]
+
+
+def test_a_relative_recording_is_made_where_it_was_named_when_the_block_changes_directory(
+        server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with wire.record("relative.jsonl"):
+        os.chdir(elsewhere)
+        live = plain(server.base_url)
+    os.chdir(tmp_path)
+    with wire.replay("relative.jsonl"):
+        os.chdir(elsewhere)
+        assert plain(server.base_url) == live
+    assert [call.index for call in load_recording(tmp_path / "relative.jsonl").calls] == [1]
+    assert list(elsewhere.iterdir()) == []
