@@ -187,11 +187,29 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             if self._difference(self._calls[position], incoming) is None:
                 return position
         expected = self._calls[window[0]]
+        unended = self._unended_before(expected.index)
+        if unended is not None:
+            exhausted = RecordingExhausted(self.path, len(self._calls), unended=unended)
+            exhausted.incoming_request, exhausted.served = incoming.scrubbed_body(), self.served
+            exhausted.on_wire = True
+            raise exhausted
         where, recorded, offered = self._difference(expected, incoming) or ((), "?", "?")
         mismatch = ReplayMismatch(self.path, expected.index, where, recorded, offered)
         mismatch.incoming_request, mismatch.served = incoming.scrubbed_body(), self.served
         mismatch.on_wire = True
         raise mismatch
+
+    def _unended_before(self, number: int) -> int | None:
+        """The first call number below `number` the recording holds no line for (an
+        unfinished recording's call that never ended), if any."""
+        expected = 1
+        for call in self._calls:
+            if call.index >= number:
+                break
+            if call.index != expected:
+                return expected
+            expected += 1
+        return expected if expected < number else None
 
     def _difference(self, recorded: RecordedCall, incoming: _Incoming) -> tuple[JsonPath | str, str, str] | None:
         """Where the incoming request first differs from `recorded` (the JSON path's steps, or

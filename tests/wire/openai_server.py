@@ -2,7 +2,9 @@
 
 It answers plain JSON, or server-sent events when the request says `"stream": true` (with a
 usage chunk when `stream_options.include_usage` is true), counts the requests it receives,
-and can be told to fail the next requests (429, 500) or to wait before answering.
+and can be told to fail the next requests (429, 500), to wait before answering, or to hold
+every answer until a number of requests are in (so that calls sent together are in flight
+together).
 
     with OpenAIServer.running() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-...")
@@ -39,6 +41,8 @@ class _Plan:
     failures: list[int] = field(default_factory=list)
     delay_s: float = 0.0
     chunk_pause_s: float = 0.0
+    hold_until: int = 0
+    hold_s: float = 0.0
 
 
 def answer_text(body: dict[str, Any]) -> str:
@@ -61,6 +65,7 @@ class OpenAIServer:
     def __init__(self) -> None:
         self.received: list[Received] = []
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._plan = _Plan()
         self._server: ThreadingHTTPServer | None = None
 
@@ -89,6 +94,16 @@ class OpenAIServer:
 
     def pause_between_chunks(self, seconds: float) -> None:
         self._plan.chunk_pause_s = seconds
+
+    def hold_answers_until(self, count: int, at_most_s: float = 60.0) -> None:
+        """Answer nothing until `count` requests have been received in all (or `at_most_s`
+        has passed): requests sent together are then all in flight together."""
+        self._plan.hold_until, self._plan.hold_s = count, at_most_s
+
+    def _hold(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+            self._arrived.wait_for(lambda: len(self.received) >= self._plan.hold_until, self._plan.hold_s)
 
     def _take_failure(self) -> int | None:
         with self._lock:
@@ -174,6 +189,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             server._note(Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            if server._plan.hold_until:
+                server._hold()
             if server._plan.delay_s:
                 time.sleep(server._plan.delay_s)
             failure = server._take_failure()
