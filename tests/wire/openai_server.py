@@ -122,7 +122,7 @@ class OpenAIServer:
 
     @contextmanager
     def serving(self) -> Iterator[OpenAIServer]:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        httpd = _Listener(("127.0.0.1", 0), _handler_for(self))
         httpd.daemon_threads = True
         self._server = httpd
         thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="openai-server", daemon=True)
@@ -133,6 +133,11 @@ class OpenAIServer:
             httpd.shutdown()
             httpd.server_close()
             thread.join(5)
+
+
+class _Listener(ThreadingHTTPServer):
+    # Room for the connections of many calls sent at once (the default backlog is 5).
+    request_queue_size = 256
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
