@@ -26,6 +26,7 @@ from cafe.wire._exchange import (
     recorded_request_headers,
     recorded_response_headers,
 )
+from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._types import CallOutcome, WireRequest, WireResponse, header_value
 
 _QUERY_PAIR = re.compile(r"([^&=]*)=([^&]*)")
@@ -88,7 +89,8 @@ class WireRecorder:
     """Records every call it hears to `path`, one version 2 line a call numbered in the order
     the calls started, through `RecordingWriter`: `PATH.partial` created 0600, every line
     scrubbed (the request's own credentials too, wherever they appear), renamed into place
-    by `close()`. Each line is written when its call ends, so every call that ended is on
+    by `close()`. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is not kept.
+    Each line is written when its call ends, so every call that ended is on
     disk whatever happens to the program (a call that ends before an earlier one makes the
     partial version 3 until `close()` puts it in start order). A call whose line cannot be
     written fails with a `RecordingError` naming it, and `close()` then raises again rather
@@ -129,7 +131,9 @@ class WireRecorder:
     def __repr__(self) -> str:
         return f"WireRecorder(path={str(self.path)!r}, calls={self.writer.calls})"
 
-    def start(self, request: WireRequest) -> _RecordedCall:
+    def start(self, request: WireRequest) -> _RecordedCall | None:
+        if telemetry_upload(request.method, request.target) is not None:
+            return None  # an SDK's upload of its own telemetry is not a model call
         with self._lock:
             self._started += 1
             call = _RecordedCall(self, self._started, request, self._unix_nano(self._clock()))

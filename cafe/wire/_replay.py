@@ -30,6 +30,7 @@ from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
 from cafe.wire._exchange import credential_values, json_object, payload_bytes
 from cafe.wire._recorder import recorded_target
+from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._transport import _headers
 
 _FAILURES: dict[str, type[httpx2.TransportError]] = {
@@ -154,7 +155,8 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     A request that is not the next call is looked up among the overlapping ones by its
     normalised body (`body_key`), so matching N concurrent calls in any order takes work in
-    proportion to N."""
+    proportion to N. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is
+    answered as its service answers it, never matched nor counted."""
 
     is_wire_source = True
 
@@ -168,7 +170,8 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                                  f"{self.recording.header.version}); replay it with `cafe replay {path}`")
         self._ignore = checked_ignore(path, ignore)
         self._scrubber = scrubber or Scrubber.from_environment()
-        self._calls = self.recording.calls
+        # Telemetry uploads that a recorder of an earlier cafe kept are no calls to make.
+        self._calls = [call for call in self.recording.calls if not _is_telemetry(call)]
         self._served = [False] * len(self._calls)
         self._next = 0
         # The lookup of a request among the calls in flight with the next one, made as far as
@@ -196,11 +199,17 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         request.read()
+        upload = telemetry_upload(request.method, request.url.raw_path.decode("ascii", "replace"))
+        if upload is not None:
+            return upload.answer()
         return self._answer(self._take(request))
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         await request.aread()
         # No await from here on: concurrent tasks are matched one at a time.
+        upload = telemetry_upload(request.method, request.url.raw_path.decode("ascii", "replace"))
+        if upload is not None:
+            return upload.answer()
         return self._answer(self._take(request))
 
     def close(self) -> None:
@@ -413,6 +422,11 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                              f"line {first.line}: {structure_scrubber().scrub(summary)}")
         unused.served = self.served
         raise unused
+
+
+def _is_telemetry(call: RecordedCall) -> bool:
+    exchange = call.exchange or {}
+    return telemetry_upload(str(exchange.get("method")), str(exchange.get("target", ""))) is not None
 
 
 class _Incoming:

@@ -4,7 +4,8 @@ It answers plain JSON, or server-sent events when the request says `"stream": tr
 usage chunk when `stream_options.include_usage` is true), counts the requests it receives,
 and can be told to fail the next requests (429, 500), to wait before answering, or to hold
 every answer until a number of requests are in (so that calls sent together are in flight
-together).
+together). A trace upload (`/v1/traces/ingest`, the OpenAI Agents SDK's) is accepted with
+204 No Content, as the service accepts it.
 
     with OpenAIServer.running() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-...")
@@ -194,6 +195,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             server._note(Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            if self.path.startswith("/v1/traces/ingest"):  # the Agents SDK's traces: accepted, as the service does
+                self.send_response(204)
+                self.end_headers()
+                return
             if server._plan.hold_until:
                 server._hold()
             if server._plan.delay_s:
