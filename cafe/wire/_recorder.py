@@ -90,13 +90,14 @@ class WireRecorder:
     the calls started, through `RecordingWriter`: `PATH.partial` created 0600, every line
     scrubbed (the request's own credentials too, wherever they appear), renamed into place
     by `close()`. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is not kept.
-    Each line is written when its call ends, so every call that ended is on
-    disk whatever happens to the program (a call that ends before an earlier one makes the
-    partial version 3 until `close()` puts it in start order). A call whose line cannot be
-    written fails with a `RecordingError` naming it, and `close()` then raises again rather
-    than complete a recording that lacks it, keeping the calls recorded in `PATH.partial`.
-    `clock` (monotonic, ns) places call starts on the wall clock from `wall_clock_ns`'s
-    reading at the start; durations and chunk offsets are the transport's."""
+
+    Each line is written when its call ends, so every call that ended is on disk whatever
+    happens to the program (a call that ends before an earlier one makes the partial version
+    3 until `close()` puts it in start order). A call whose line cannot be written fails with
+    a `RecordingError` naming it, and `close()` then raises again rather than complete a
+    recording that lacks it, keeping the calls recorded in `PATH.partial`. `clock`
+    (monotonic, ns) places call starts on the wall clock from `wall_clock_ns`'s reading at
+    the start; durations and chunk offsets are the transport's."""
 
     def __init__(self, path: Path | str, *, mode: RecordMode | str = RecordMode.ONCE,
                  scrubber: Scrubber | None = None, clock: Callable[[], int] = time.monotonic_ns,
