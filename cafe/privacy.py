@@ -80,6 +80,16 @@ def _keyed(kind: str, key: str, text_value: str = _ASSIGNED_VALUE) -> list[tuple
     ]
 
 
+# The names of a URL's query parameters that carry a credential: any named like a key, a token,
+# a secret, a password, a credential, a session or a signature (`key`, `access_token`,
+# `X-Amz-Security-Token`, `X-Amz-Credential`, `X-Amz-Signature`, `X-Goog-Signature`, CloudFront's
+# `Signature` and `Key-Pair-Id`, Azure SAS's `sig`), and the credentials whose names hold no such
+# word: Azure Functions' and OAuth's `code`, CloudFront's `Policy`, `hmac`, OAuth's
+# `client_assertion` and `code_verifier`, SAML's messages, CAS's `ticket`, `otp`, `jwt`, `auth`.
+URL_CREDENTIAL_NAMES = (r"(?:[\w.-]*[_.-])?(?:sig|signature|key|token|secret|password|passwd|pwd|credentials?"
+                        r"|session)|key-pair-id|code|policy|hmac|(?:client[_-])?assertion|code[_-]verifier"
+                        r"|saml(?:request|response)|ticket|otp|jwt|auth")
+
 # (provider, key) of the `provider key` pattern: each key starts with its provider's prefix.
 _PREFIXED_KEYS: tuple[tuple[str, str], ...] = (
     ("model provider key", r"(?:gsk_|xai-|pplx-|r8_|api_org_)[A-Za-z0-9]{20,}"),
@@ -150,6 +160,8 @@ DEFAULT_SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
     # for all of them, so that each place in a text is tried once, not once a provider.
     ("provider key", rf"{_START}(?:{'|'.join(body for _, body in _PREFIXED_KEYS)})"),
     ("azure sas signature", r"(?i)[?&]sig=([A-Za-z0-9%+/=_\-]{20,})"),
+    # A URL's query parameter that carries a credential (`URL_CREDENTIAL_NAMES`), also in text.
+    ("url credential", rf"(?i)[?&;](?:{URL_CREDENTIAL_NAMES})(?:=|%3d)([^\s&#\"'<>\\]{{8,}})"),
     ("discord webhook", r"(?i)discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]{20,}"),
     ("private key", r"-----BEGIN[A-Z ]* PRIVATE KEY(?: BLOCK)?-----(?:(?!-----END).)*"
                     r"(?:-----END[A-Z ]* PRIVATE KEY(?: BLOCK)?-----)?"),
@@ -248,6 +260,28 @@ def _escapes_undone(text: str) -> str | None:
         return None
     undone = _NEEDLESS_ESCAPE.sub(_unescape_needless, text)
     return undone if undone != text else None
+
+
+def _escapes_undone_at(text: str) -> tuple[str, list[int]] | None:
+    """`text` with needless `\\u00XX` escapes undone, and where each of its characters starts
+    in `text` (one more entry: the end), or None if it holds none."""
+    if "\\u00" not in text:
+        return None
+    pieces: list[str] = []
+    starts: list[int] = []
+    last = 0
+    for match in _NEEDLESS_ESCAPE.finditer(text):
+        character = _unescape_needless(match)
+        if character == match.group(0):
+            continue
+        pieces += (text[last:match.start()], character)
+        starts += (*range(last, match.start()), match.start())
+        last = match.end()
+    if not pieces:
+        return None
+    pieces.append(text[last:])
+    starts += (*range(last, len(text)), len(text))
+    return "".join(pieces), starts
 
 
 @dataclass(frozen=True)
@@ -352,6 +386,24 @@ class _Alternation:
         for match in self._regex.finditer(text):
             if match.lastgroup != "pk" and self._replace(match) != match.group(0):
                 yield self.names[_alternative(match)], match
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, name) of each piece `sub` replaces."""
+        if self._regex is None:
+            return []
+        found = []
+        for match in self._regex.finditer(text):
+            if match.lastgroup == "pk":
+                continue
+            position = _alternative(match)
+            group = self._value_group[position]
+            if group is None:
+                found.append((match.start(), match.end(), self.names[position]))
+                continue
+            value = match.group(group)
+            if value is not None and value not in ("", REDACTED):
+                found.append((*match.span(group), self.names[position]))
+        return found
 
     def _replace(self, match: re.Match[str]) -> str:
         if match.lastgroup == "pk":
@@ -470,6 +522,27 @@ class Scrubber:
             text = self._patterns.sub(text)
         return text
 
+    def secret_spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Where `scrub` would replace a secret in `text`: (start, end, kind) of each piece, in
+        `text`'s own positions (one spelled with needless escapes spans them), so that a text
+        cut into pieces (a stream's chunks) can have each piece of a secret replaced where it
+        lies. Spans may overlap."""
+        found = self._spans(text)
+        undone = _escapes_undone_at(text)
+        if undone is not None:
+            undone_text, starts = undone
+            found += [(starts[start], starts[end], kind) for start, end, kind in self._spans(undone_text)]
+        return found
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        found = []
+        if self._literal_regex is not None and self._may_hold_literal(text):
+            found += [(match.start(), match.end(), "known secret") for match in self._literal_regex.finditer(text)
+                      if match.group(0) != REDACTED]
+        if self._may_match_pattern(text):
+            found += self._patterns.spans(text)
+        return found
+
     def may_need_scrubbing(self, serialised: str | bytes) -> bool:
         """False only when no string in the JSON text `serialised` (text, or its UTF-8 bytes)
         can hold anything to scrub: then `scrub_json` of its value would return it unchanged.
@@ -518,6 +591,12 @@ def structure_scrubber() -> Scrubber:
 
 
 _SECRET_KEYS: dict[str, bool] = {}
+
+
+def secret_key(key: str) -> bool:
+    """Whether an object key (or a form field's name) says its value is a secret (`api_key`,
+    `password`, `GITHUB_TOKEN`): then the value is one, whatever it looks like."""
+    return _secret_key(key)
 
 
 def _secret_key(key: str) -> bool:

@@ -22,10 +22,14 @@ Installed with cafe (entry point `pytest11: cafe_recording`). A test asks for th
 - With a recording, the test replays it: responses are served in order, each request
   must match (`ReplayMismatch` otherwise; declare volatile fields with
   `@pytest.mark.cafe_recording(ignore=["messages.*.sent_at"])`), the network is refused
-  for the whole test (connections, datagrams, name lookups; loopback too unless the test
-  names the hosts it may reach: `@pytest.mark.cafe_recording(allow_hosts=["127.0.0.1"])`),
-  and when the test body ends every recorded call must have been made: a test that made
-  fewer calls fails naming the first unused one.
+  for the whole test (connections, datagrams, name lookups, and sends on connections opened
+  before it; loopback too unless the test names the hosts it may reach:
+  `@pytest.mark.cafe_recording(allow_hosts=["127.0.0.1"])`), and when the test body ends
+  every recorded call must have been made: a test that made fewer calls fails naming the
+  first unused one. A refusal is the line the test fails with, whatever a library or the
+  test's code raised around it.
+- A marker option of the wrong type, or a recording whose directory cannot be made, fails
+  the test in one line naming it.
 - `--cafe-record-mode=once` (default; or the `cafe_record_mode` ini setting) records only
   when there is no recording; `all` re-records every time; `none` never records, so a
   missing recording fails the test.
@@ -40,6 +44,7 @@ jsonschema with it) is loaded only when a test asks for the fixture.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import ipaddress
@@ -49,12 +54,12 @@ import socket
 import unicodedata
 from collections.abc import Collection, Generator, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pytest
 
 if TYPE_CHECKING:
-    from cafe.recording.errors import ReplayError
+    from cafe.recording.errors import NetworkRefused, ReplayError
     from cafe.recording.modes import RecordMode
     from cafe.recording.replay import ReplayClient
 
@@ -63,6 +68,8 @@ if TYPE_CHECKING:
 RECORD_MODES = ("once", "all", "none")
 
 _REPLAY: pytest.StashKey[ReplayClient] = pytest.StashKey()
+_GUARD: pytest.StashKey[NetworkGuard] = pytest.StashKey()
+_E = TypeVar("_E", bound=BaseException)
 _CAFE_CODE = os.path.dirname(__file__) + os.sep
 _CALL_PASSED = pytest.StashKey[bool]()
 
@@ -99,24 +106,45 @@ def _one_line(error: BaseException, while_: str) -> str:
             "traceback are not shown: cafe's frames hold the recorded conversation)")
 
 
+_CHAIN_BOUND = 1000  # errors looked at in one chain: a library may build a very long one
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then the errors it was raised from or while handling (`__cause__`,
+    `__context__`, even when `from None` hides the context) and an exception group's members,
+    nearest first, each once."""
+    seen: set[int] = set()
+    waiting = collections.deque([error])
+    while waiting and len(seen) < _CHAIN_BOUND:
+        current = waiting.popleft()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            waiting.extend(current.exceptions)
+        waiting.extend(linked for linked in (current.__cause__, current.__context__) if linked is not None)
+
+
+def _first_in_chain(error: BaseException, kind: type[_E]) -> _E | None:
+    """The nearest error of `kind` in `error`'s chain (`_chain`)."""
+    return next((linked for linked in _chain(error) if isinstance(linked, kind)), None)
+
+
 def _through_cafe(error: BaseException) -> bool:
-    """Whether `error`, or an error it was raised from, is cafe's or passed through a frame of
-    cafe's code (this plugin's hooks, which every error of a test body passes, aside)."""
+    """Whether `error`, or an error in its chain (`_chain`), is cafe's or passed through a
+    frame of cafe's code (this plugin's hooks, which every error of a test body passes, aside)."""
     from cafe.errors import CafeError
 
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, CafeError):
+    for linked in _chain(error):
+        if isinstance(linked, CafeError):
             return True
-        traceback = current.__traceback__
+        traceback = linked.__traceback__
         while traceback is not None:
             filename = traceback.tb_frame.f_code.co_filename
             if filename.startswith(_CAFE_CODE) and filename != __file__:
                 return True
             traceback = traceback.tb_next
-        current = current.__cause__ or current.__context__
     return False
 
 
@@ -196,10 +224,54 @@ def marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
     if marker.args:
         options["path"] = marker.args[0]
     path = options.get("path")
-    if path is not None and (not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip()):
+    if path is not None:
+        _check_path(path)
+    if "ignore" in options:
+        _check_ignore(options["ignore"])
+    return options
+
+
+def _check_path(path: Any) -> None:
+    """The marker's path is a string (or a path object) naming a file."""
+    shown = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(shown, str):
+        found = type(path if shown is None else shown).__name__
+        pytest.fail(f"cafe: @pytest.mark.cafe_recording(path=...): needs a file path (a string), found {found}",
+                    pytrace=False)
+    if not shown.strip():
         pytest.fail("cafe: @pytest.mark.cafe_recording(path=...): needs a file path (an empty one names no "
                     "file); leave path out to name the recording after the test", pytrace=False)
-    return options
+    if "\0" in shown:
+        pytest.fail("cafe: @pytest.mark.cafe_recording(path=...): a file path cannot hold a NUL character",
+                    pytrace=False)
+
+
+def _check_ignore(ignore: Any) -> None:
+    """`ignore` is a list of field paths, each one replay can use: a string alone would be
+    taken a character at a time, so it is refused, whether the test records or replays."""
+    from cafe.recording.normalise import parse_path
+
+    option = "cafe: @pytest.mark.cafe_recording(ignore=...)"
+    if isinstance(ignore, str):
+        plain = ignore.strip() and ignore.isprintable() and len(ignore) <= 60 and not set(ignore) & set('"\\')
+        example = f'"{ignore}"' if plain else '"metadata.run_id"'
+        pytest.fail(f"{option}: expected a list of field paths, found a string (write ignore=[{example}])",
+                    pytrace=False)
+    if not isinstance(ignore, list | tuple | set | frozenset):
+        pytest.fail(f"{option}: expected a list of field paths, found {type(ignore).__name__} "
+                    '(e.g. ignore=["metadata.run_id"])', pytrace=False)
+    failure = None
+    for declared in ignore:
+        if not isinstance(declared, str):
+            failure = f"expected a field path (a string), found {type(declared).__name__}"
+            break
+        try:
+            parse_path(declared)
+        except ValueError as error:
+            failure = str(error)
+            break
+    if failure is not None:
+        pytest.fail(f"{option}: {failure}", pytrace=False)
 
 
 def recording_name(test: str) -> str:
@@ -312,10 +384,10 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
     path = recording_path(request)
     _claim(request, path)
     hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
-    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
+    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not recording_exists(path)):
         yield from _record(request, path)
         return
-    if not path.exists():
+    if mode is RecordMode.NONE and not recording_exists(path):
         pytest.fail(
             f"cafe: {path}: no recording, and record mode 'none' forbids making one "
             "(run once with --cafe-record-mode=once to record it)",
@@ -340,7 +412,8 @@ def cafe_recording(request: pytest.FixtureRequest) -> Iterator[Any]:
         # Out of the except block: the chained original would repeat what it says.
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[_REPLAY] = client
-    with _network_refused(path, hosts):
+    with _network_refused(path, hosts) as guard:
+        request.node.stash[_GUARD] = guard
         yield client
 
 
@@ -350,7 +423,7 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
 
     request.node.stash[_RECORDING_TO] = path
     inner = request.getfixturevalue("cafe_model_client")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_recording_directory(path)
     failure = None
     try:
         # The writer records to PATH.partial and renames it into place on close.
@@ -365,6 +438,44 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[Any]:
         failure = _kept_or_dropped(request, client)
     if failure is not None:
         raise _failure(failure) from None
+
+
+def recording_exists(path: Path) -> bool:
+    """Whether anything is at the recording's path; a path that cannot be examined (a name too
+    long, a loop of links) fails the test in one line naming it and why."""
+    from cafe._files import reason
+
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as error:
+        failure = f"cafe: {path}: the recording's path cannot be examined ({reason(error)})"
+    else:
+        return True
+    pytest.fail(failure, pytrace=False)
+
+
+def make_recording_directory(path: Path) -> None:
+    """Make the directories a recording goes in, or fail the test in one line naming the
+    recording and why they cannot be made (a file in the way, permission denied, a
+    read-only file system)."""
+    from cafe._files import reason
+    from cafe.errors import Unwritable
+
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        # The part of the path that is there and is not a directory.
+        blocker = next((part for part in (directory, *directory.parents)
+                        if os.path.lexists(part) and not part.is_dir()), directory)
+        why = f"its directory cannot be made: {blocker} is not a directory"
+    except OSError as error:
+        why = f"its directory {directory} cannot be made ({reason(error)})"
+    else:
+        return
+    pytest.fail(f"cafe: {Unwritable(path, why, what='the recording')}", pytrace=False)
 
 
 def _kept_or_dropped(request: pytest.FixtureRequest, client: Any) -> str | None:
@@ -442,23 +553,50 @@ def allowed_hosts(path: Path, options: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(hosts)
 
 
+class NetworkGuard:
+    """What a replaying test's network guard refused. `failure` is its first refusal, kept
+    because a library may catch it, wrap it in an error of its own or retry past it (an
+    asyncio transport turns it into a lost connection): the test's failure names it."""
+
+    __slots__ = ("failure",)
+
+    def __init__(self) -> None:
+        self.failure: NetworkRefused | None = None
+
+
+_IP_FAMILIES = (socket.AF_INET, socket.AF_INET6)
+_SENDS = ("send", "sendall", "sendfile")  # socket.socket's ways to send on its connection
+_TLS_SENDS = ("send", "sendall", "write")  # ssl.SSLSocket's own, which encrypt before they send
+
+
 @contextlib.contextmanager
-def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[None]:
-    """Refuse every way out of the process for the test's duration: connections
-    (`connect`, `connect_ex`, `create_connection`), datagrams sent to an address
-    (`sendto`, `sendmsg` on an unconnected socket) and name lookups (`getaddrinfo`,
-    `gethostbyname`, `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo`). Local Unix
-    sockets are allowed, and the hosts of `allow_hosts` (the marker's option: names or
-    addresses; a lookup of an allowed name allows the addresses it gives)."""
+def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[NetworkGuard]:
+    """Refuse every way out of the process over an IP socket for the test's duration:
+    connections (`connect`, `connect_ex`, `create_connection`), name lookups (`getaddrinfo`,
+    `gethostbyname`, `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo`), datagrams sent to
+    an address (`sendto`, `sendmsg`), and bytes sent on a connection that is already open,
+    however long before the test it was opened (a module's `http.client` connection, a
+    `requests.Session`'s pool): `send`, `sendall`, `sendmsg`, `sendfile` and `os.sendfile`
+    on a socket, `send`, `sendall` and `write` on a TLS socket. asyncio's transports send
+    through these. Local Unix sockets are allowed, and the hosts of `allow_hosts` (the
+    marker's option: names or addresses; a lookup of an allowed name allows the addresses it
+    gives). The guard yielded keeps the first refusal."""
+    import ssl
+    import stat
+
     from cafe.recording.errors import NetworkRefused
 
+    guard = NetworkGuard()
     allowed = {_host_key(host) for host in allow_hosts}
     loopback_remedy = ("; name it in @pytest.mark.cafe_recording(allow_hosts=[\"127.0.0.1\"]) to let the test "
                        "reach a server it started on this machine")
 
     def refuse(target: str, attempt: str, host: Any) -> NoReturn:
         remedy = loopback_remedy if is_loopback(host) else ""
-        raise NetworkRefused(path, target, attempt=attempt, remedy=remedy)
+        refused = NetworkRefused(path, target, attempt=attempt, remedy=remedy)
+        if guard.failure is None:
+            guard.failure = refused
+        raise refused
 
     def allowed_host(host: Any) -> bool:
         return host is not None and _host_key(host) in allowed
@@ -466,16 +604,27 @@ def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[
     def allowed_socket(sock: socket.socket, address: Any) -> bool:
         if getattr(socket, "AF_UNIX", None) is not None and sock.family == socket.AF_UNIX:
             return True
-        return sock.family in (socket.AF_INET, socket.AF_INET6) and allowed_host(_host_of(address))
+        return sock.family in _IP_FAMILIES and allowed_host(_host_of(address))
 
-    originals: dict[tuple[Any, str], Any] = {}
+    def check_peer(sock: socket.socket) -> None:
+        """Refuse bytes sent on an IP connection to a host the test may not reach."""
+        if sock.family not in _IP_FAMILIES:
+            return
+        try:
+            peer = sock.getpeername()
+        except OSError:  # not connected (or closed): the send itself fails, as it would
+            return
+        if not allowed_host(_host_of(peer)):
+            refuse(_target(peer), "a send on a connection to", _host_of(peer))
+
+    originals: dict[tuple[Any, str], tuple[Any, bool]] = {}
 
     def patch(owner: Any, name: str, replacement: Any) -> None:
-        originals[(owner, name)] = getattr(owner, name)
+        originals[(owner, name)] = (getattr(owner, name), name in vars(owner))
         setattr(owner, name, replacement)
 
     def real(owner: Any, name: str) -> Any:
-        return originals[(owner, name)]
+        return originals[(owner, name)][0]
 
     def connect(self: socket.socket, address: Any) -> None:
         if not allowed_socket(self, address):
@@ -495,9 +644,36 @@ def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[
 
     def sendmsg(self: socket.socket, buffers: Any, *rest: Any, **named: Any) -> int:
         address = named.get("address", rest[2] if len(rest) > 2 else None)
-        if address is not None and not allowed_socket(self, address):
+        if address is None:
+            check_peer(self)
+        elif not allowed_socket(self, address):
             refuse(_target(address), "a message to", _host_of(address))
         return real(socket.socket, "sendmsg")(self, buffers, *rest, **named)  # type: ignore[no-any-return]
+
+    def on_connection(owner: type[socket.socket], name: str) -> Any:
+        def send(self: socket.socket, *args: Any, **kwargs: Any) -> Any:
+            check_peer(self)
+            return real(owner, name)(self, *args, **kwargs)
+        send.__name__ = send.__qualname__ = name
+        return send
+
+    def os_sendfile(out_fd: Any, in_fd: Any, *args: Any, **kwargs: Any) -> int:
+        try:
+            is_socket = stat.S_ISSOCK(os.fstat(out_fd).st_mode)
+        except (OSError, TypeError, ValueError):  # not a descriptor: os.sendfile says so itself
+            is_socket = False
+        if is_socket:
+            # A socket object over the descriptor to ask its peer: made under a default timeout
+            # it turns the descriptor non-blocking, which is put back as its owner had it.
+            blocking = os.get_blocking(out_fd)
+            sock = socket.socket(fileno=out_fd)
+            try:
+                check_peer(sock)
+            finally:
+                sock.detach()  # the descriptor stays its owner's, open
+                if os.get_blocking(out_fd) != blocking:
+                    os.set_blocking(out_fd, blocking)
+        return real(os, "sendfile")(out_fd, in_fd, *args, **kwargs)  # type: ignore[no-any-return]
 
     def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
         if not allowed_host(_host_of(address)):
@@ -526,14 +702,23 @@ def _network_refused(path: Path, allow_hosts: Collection[str] = ()) -> Iterator[
         patch(socket.socket, "sendto", sendto)
         if hasattr(socket.socket, "sendmsg"):
             patch(socket.socket, "sendmsg", sendmsg)
+        for name in _SENDS:
+            patch(socket.socket, name, on_connection(socket.socket, name))
+        for name in _TLS_SENDS:
+            patch(ssl.SSLSocket, name, on_connection(ssl.SSLSocket, name))
+        if hasattr(os, "sendfile"):
+            patch(os, "sendfile", os_sendfile)
         patch(socket, "create_connection", create_connection)
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
             patch(socket, name, lookup(name))
         patch(socket, "getnameinfo", getnameinfo)
-        yield
+        yield guard
     finally:
-        for (owner, name), original in reversed(list(originals.items())):
-            setattr(owner, name, original)
+        for (owner, name), (original, own) in reversed(list(originals.items())):
+            if own:
+                setattr(owner, name, original)
+            else:  # it was inherited: the class is left as it was found
+                delattr(owner, name)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -551,19 +736,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     from cafe.recording.errors import ReplayError
 
     failure: ReplayError | None = None
-    # A wire replay keeps its first refusal: an SDK wraps it in an error of its own
-    # (openai's APIConnectionError), or the test's code may have caught that.
+    through = None
     try:
-        result = yield from _one_line_through_cafe("replaying")
-    except ReplayError as error:
+        result = yield
+    except (KeyboardInterrupt, pytest.exit.Exception):
+        raise
+    except BaseException as error:
+        # The replay's refusal is what the test reports, whatever came of it: raised as it is,
+        # wrapped in a library's error (an SDK's APIConnectionError, a retry wrapper's), or
+        # caught by the test's code, which then failed, skipped or exited some other way.
+        failure = _first_in_chain(error, ReplayError) or _kept_refusal(item, replay)
+        if failure is None:
+            if not isinstance(error, Exception) or not _through_cafe(error):
+                raise
+            through = _one_line(error, "replaying")
+    if through is not None:
         # One line, not a traceback: the frames' arguments would print the conversation.
-        failure = error
-    except Exception:
-        refused: ReplayError | None = getattr(replay, "failure", None)
-        if refused is None:
-            raise
-        failure = refused
+        raise _failure(through) from None
     if failure is None:
+        # A test that caught a refused wire request and passed made fewer calls than it meant.
         failure = getattr(replay, "failure", None)
     if failure is None and replay.unused:
         try:
@@ -576,21 +767,29 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     return result
 
 
+def _kept_refusal(item: pytest.Item, replay: Any) -> ReplayError | None:
+    """The replay's first refusal of a wire request, else its network guard's first refusal."""
+    refused: ReplayError | None = getattr(replay, "failure", None)
+    if refused is None:
+        guard = item.stash.get(_GUARD, None)
+        refused = None if guard is None else guard.failure
+    return refused
+
+
 def _one_line_through_cafe(while_: str) -> Generator[None, Any, Any]:
     """The test body (the wrapper's `yield`), its failure one line when it came through cafe's
     code: pytest renders each frame's source and, with --showlocals, its locals, and cafe's
-    frames hold the recorded conversation. A ReplayError is left to the caller to report."""
-    from cafe.recording.errors import ReplayError
+    frames hold the recorded conversation. A cafe error the failure was raised from or during
+    is the line."""
+    from cafe.errors import CafeError
 
     failure = None
     try:
         return (yield)
-    except ReplayError:
-        raise
     except Exception as error:  # pytest's outcomes (skip, xfail, fail) are BaseExceptions: not caught
         if not _through_cafe(error):
             raise
-        failure = _one_line(error, while_)
+        failure = _one_line(_first_in_chain(error, CafeError) or error, while_)
     raise _failure(failure) from None
 
 

@@ -19,7 +19,12 @@ def check_recording_command(args: argparse.Namespace, environ: Mapping[str, str]
     for finding in findings:
         out.write(f"{finding}\n")
     if findings:
-        raise RecordingNotClean(len(findings), len({f.path for f in findings}))
+        error = RecordingNotClean(len(findings), len({f.path for f in findings}))
+        out.flush()
+        lost = getattr(out, "failure", None)  # the command's stream keeps why a write failed
+        if lost is not None:
+            error.add_note(f"the findings did not all reach stdout ({lost})")
+        raise error
     out.write(f"check-recording: OK: {len(args.paths)} file(s), no secrets or customer-like data found\n")
     return 0
 

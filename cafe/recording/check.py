@@ -184,7 +184,29 @@ def check_file(path: Path | str, scrubber: Scrubber | None = None) -> list[Check
             for where, string in _strings(value):
                 for kind in customer_data_kinds(string):
                     add(number, kind, where)
+            exchange = value.get("exchange") if isinstance(value, dict) else None
+            if isinstance(exchange, dict):
+                shown = {kind for line, kind, _ in seen if line == number}
+                for kind, where in _exchange_findings(exchange, scrubber):
+                    if kind not in shown:
+                        add(number, kind, where)
     return findings
+
+
+def _exchange_findings(exchange: dict[str, Any], scrubber: Scrubber) -> Iterator[tuple[str, str]]:
+    """What a wire line's strings one by one do not show, as (kind, where): a secret cut
+    across a stream's chunks (its events joined as a replay reads them), one in a body kept
+    as bytes (a binary answer, an upload's parts), a body in a content encoding cafe cannot
+    undo; and customer data there. A kind the line's strings already showed is not reported
+    again."""
+    from cafe.wire._scrub import exchange_findings
+
+    found, texts = exchange_findings(exchange, scrubber)
+    for finding in found:
+        yield f"secret ({finding.kind})" if finding.secret else finding.kind, finding.where
+    for where, text in texts:
+        for kind in customer_data_kinds(text):
+            yield kind, where
 
 
 def check_recordings(paths: Sequence[Path | str], scrubber: Scrubber | None = None) -> list[CheckFinding]:

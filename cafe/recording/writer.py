@@ -157,6 +157,19 @@ def _check_readable(path: Path, header: Header) -> None:
                              f"{error.expected}, not {error.found}") from None
 
 
+def _wholes_scrubbed(obj: dict[str, Any], scrubber: Scrubber) -> dict[str, Any]:
+    """A call line with its exchange's stream and bodies scrubbed as wholes: a secret cut
+    across a stream's chunks, or held in bytes that are not text, is found by no string's
+    scrub (`cafe.wire._scrub`). A line with neither is returned as it is."""
+    exchange = obj.get("exchange")
+    if not isinstance(exchange, dict) or all(exchange.get(key) is None for key in ("stream", "request_body", "body")):
+        return obj
+    from cafe.wire._scrub import scrubbed_exchange
+
+    scrubbed = scrubbed_exchange(exchange, scrubber)
+    return obj if scrubbed is exchange else {**obj, "exchange": scrubbed}
+
+
 def _create_partial(path: Path) -> IO[bytes]:
     partial = partial_path(path)
     try:
@@ -235,6 +248,7 @@ class RecordingWriter:
         reader's bound. `scrubber` (one made by `with_literals` from this writer's) also
         scrubs the secrets of this line's own request; `where` names the line in an error."""
         scrubber = scrubber or self._scrubber
+        obj = _wholes_scrubbed(obj, scrubber)
         data = self._serialise(obj, where)
         if scrubber.may_need_scrubbing(data):
             data = self._serialise(self._scrub_line(obj, scrubber), where)

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from cafe.privacy import URL_CREDENTIAL_NAMES, secret_key
 from cafe.wire._types import Headers
 
 # Request headers that change what the server answers.
@@ -27,6 +28,12 @@ RESPONSE_HEADERS = frozenset({"content-type", "x-request-id", "request-id", "ope
 _RESPONSE_PREFIXES = ("x-ratelimit-",)
 _CREDENTIAL = re.compile(r"auth|cookie|key|token|secret|password|credential|session", re.IGNORECASE)
 _DECODED_ENCODINGS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+
+
+# A query parameter (or a form field) that carries a credential: named like one (as a header
+# is), or one of the signed-URL and OAuth names that hold no such word (`code`, `sig`,
+# `X-Amz-Signature`, `Policy`, ...), the names the scrubber also looks for in a URL in text.
+_QUERY_CREDENTIAL = re.compile(f"(?i:{URL_CREDENTIAL_NAMES})")
 
 
 _CREDENTIAL_NAMES: dict[str, bool] = {}
@@ -42,9 +49,34 @@ def is_credential(name: str) -> bool:
     return known
 
 
-def recorded_request_headers(headers: Headers) -> dict[str, str]:
-    """The request headers a recording keeps (allowlisted; credentials never)."""
-    return {name: value for name, value in headers if name in REQUEST_HEADERS and not is_credential(name)}
+def is_query_credential(name: str) -> bool:
+    """Whether a query parameter of this name carries a credential."""
+    return is_credential(name) or _QUERY_CREDENTIAL.fullmatch(name) is not None
+
+
+def is_form_credential(name: str) -> bool:
+    """Whether a form field of this name carries a credential: named as a JSON key that holds
+    a secret is (`api_key`, `password`), or as a URL's credential is (`code`, `signature`).
+    Not any name holding a key word: a form's `max_tokens` is what the request asks for."""
+    return secret_key(name) or _QUERY_CREDENTIAL.fullmatch(name) is not None
+
+
+def recorded_request_headers(headers: Headers, *, decoded: bool = True) -> dict[str, str]:
+    """The request headers a recording keeps (allowlisted; credentials never). Without
+    `decoded`, the body is kept in a content encoding cafe cannot undo, so its
+    `content-encoding` is kept too, to say what the bytes are."""
+    return {name: value for name, value in headers
+            if (name in REQUEST_HEADERS or (name == "content-encoding" and not decoded)) and not is_credential(name)}
+
+
+def request_body(body: bytes, encoding: str | None) -> tuple[bytes, bool]:
+    """A request body as a recording keeps it and a replay compares it: with a content
+    encoding cafe can undo undone (then a compressed JSON body is kept, scrubbed and compared
+    as JSON), and whether it is so (False: kept as sent, in an encoding cafe cannot undo)."""
+    if not encoding or not encoding.strip() or not body:
+        return body, True
+    decoded = decoded_body(body, encoding)
+    return (body, False) if decoded is None else (decoded, True)
 
 
 def recorded_response_headers(headers: Headers, *, decoded: bool) -> dict[str, str]:
@@ -73,22 +105,65 @@ def credential_values(headers: Headers) -> list[str]:
     return secrets
 
 
-class BodyDecoder:
-    """Undoes a gzip or deflate `content-encoding` chunk by chunk, so a recording keeps text
-    the scrubber and the pages can read. Other encodings are kept as sent."""
-
-    def __init__(self, encoding: str | None) -> None:
-        name = (encoding or "").strip().lower()
-        self.active = name in _DECODED_ENCODINGS
-        self._inflate = zlib.decompressobj(_DECODED_ENCODINGS[name]) if self.active else None
+class _Inflate:
+    def __init__(self, wbits: int) -> None:
+        self._inflate = zlib.decompressobj(wbits)
 
     def decode(self, data: bytes) -> bytes:
-        if self._inflate is None:
-            return data
         return self._inflate.decompress(data)
 
     def flush(self) -> bytes:
-        return b"" if self._inflate is None else self._inflate.flush()
+        return self._inflate.flush()
+
+
+def _decoder(name: str) -> Any | None:
+    """A chunk-by-chunk decoder of one content coding: gzip and deflate here, any other the
+    `httpx2` installed undoes for its callers (`br` with brotli, `zstd` with zstandard)."""
+    if name in _DECODED_ENCODINGS:
+        return _Inflate(_DECODED_ENCODINGS[name])
+    if name in ("", "identity"):
+        return None
+    try:
+        from httpx2._decoders import SUPPORTED_DECODERS
+    except ImportError:  # pragma: no cover - an httpx2 without the table
+        return None
+    found = SUPPORTED_DECODERS.get(name)
+    return None if found is None else found()
+
+
+class BodyDecoder:
+    """Undoes a body's `content-encoding` chunk by chunk (gzip and deflate, one or several,
+    and whatever else httpx2 undoes here), so a recording keeps text the scrubber and the
+    pages can read. A body in an encoding cafe cannot undo is kept as sent (`active` False)."""
+
+    def __init__(self, encoding: str | None) -> None:
+        names = [name.strip().lower() for name in (encoding or "").split(",") if name.strip()]
+        found = [_decoder(name) for name in reversed(names) if name != "identity"]
+        decoders = [decoder for decoder in found if decoder is not None]
+        self.active = bool(found) and len(decoders) == len(found)
+        self._decoders = decoders if self.active else []
+
+    def decode(self, data: bytes) -> bytes:
+        for decoder in self._decoders:
+            data = decoder.decode(data)
+        return data
+
+    def flush(self) -> bytes:
+        data = b""
+        for decoder in self._decoders:
+            data = decoder.decode(data) + decoder.flush() if data else decoder.flush()
+        return data
+
+
+def decoded_body(data: bytes, encoding: str) -> bytes | None:
+    """A whole body with its `content-encoding` undone, or None when cafe cannot undo it."""
+    decoder = BodyDecoder(encoding)
+    if not decoder.active:
+        return None
+    try:
+        return decoder.decode(data) + decoder.flush()
+    except Exception:  # zlib.error, a decoder's own: not the encoding it says
+        return None
 
 
 def payload(data: bytes) -> dict[str, str]:

@@ -23,13 +23,13 @@ from cafe.wire._replay import ReplayTransport
 
 def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, options: dict[str, Any],
                 passed: pytest.StashKey[bool], replay_key: pytest.StashKey[Any]) -> Iterator[None]:
-    from cafe.pytest_plugin import _network_refused, allowed_hosts
+    from cafe.pytest_plugin import _GUARD, _network_refused, allowed_hosts, recording_exists
 
     hosts = allowed_hosts(path, options)  # checked when recording too: the marker is wrong either way
-    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not path.exists()):
+    if mode is RecordMode.ALL or (mode is RecordMode.ONCE and not recording_exists(path)):
         yield from _record(request, path, passed)
         return
-    if not path.exists():
+    if mode is RecordMode.NONE and not recording_exists(path):
         pytest.fail(f"cafe: {path}: no recording, and record mode 'none' forbids making one "
                     "(run once with --cafe-record-mode=once to record it)", pytrace=False)
     failure = None
@@ -46,12 +46,15 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode, op
     if failure is not None:
         pytest.fail(f"cafe: {failure}", pytrace=False)
     request.node.stash[replay_key] = source
-    with _network_refused(path, hosts), intercept(source=source):
+    with _network_refused(path, hosts) as guard, intercept(source=source):
+        request.node.stash[_GUARD] = guard
         yield
 
 
 def _record(request: pytest.FixtureRequest, path: Path, passed: pytest.StashKey[bool]) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from cafe.pytest_plugin import make_recording_directory
+
+    make_recording_directory(path)
     try:
         recorder = WireRecorder(path, mode=RecordMode.ALL)
     except (RecordingError, Unwritable) as error:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
 from cafe.recording.errors import RecordingError
@@ -20,11 +20,12 @@ from cafe.wire._exchange import (
     BodyDecoder,
     assembled_completion,
     credential_values,
-    is_credential,
+    is_query_credential,
     json_object,
     payload,
     recorded_request_headers,
     recorded_response_headers,
+    request_body,
 )
 from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._types import CallOutcome, WireRequest, WireResponse, header_value
@@ -33,15 +34,18 @@ _QUERY_PAIR = re.compile(r"([^&=]*)=([^&]*)")
 
 
 def recorded_target(target: str) -> str:
-    """The path and query as a recording keeps them: a credential in the query
-    (`?api-key=...`, `?key=...`) is replaced by `[REDACTED]`."""
+    """The path and query as the recorder hands them to the writer: the value of a query
+    parameter that carries a credential (`?api-key=...`, `?access_token=...`, a presigned
+    URL's `X-Amz-Signature=...`, `?code=...`: `is_query_credential`) is `[REDACTED]`. The
+    writer then scrubs it as every string of a line; a replay puts an incoming target through
+    both (`ReplayTransport`)."""
     path, mark, query = target.partition("?")
     if not mark:
         return target
 
     def hide(match: re.Match[str]) -> str:
         name = match.group(1)
-        return f"{name}={quote(REDACTED)}" if is_credential(unquote(name)) else match.group(0)
+        return f"{name}={REDACTED}" if match.group(2) and is_query_credential(unquote(name)) else match.group(0)
 
     return f"{path}?{_QUERY_PAIR.sub(hide, query)}"
 
@@ -49,12 +53,13 @@ def recorded_target(target: str) -> str:
 def exchange_line(request: WireRequest, response: WireResponse | None, chunks: list[tuple[int, bytes]],
                   outcome: CallOutcome) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]:
     """The `request`, `response` and `exchange` fields of one call's line."""
-    body = json_object(request.body)
+    sent, sent_decoded = request_body(request.body, request.header("content-encoding"))
+    body = json_object(sent)
     exchange: dict[str, Any] = {
         "method": request.method,
         "target": recorded_target(request.target),
-        "request_headers": recorded_request_headers(request.headers),
-        "request_body": None if body is not None or not request.body else payload(request.body),
+        "request_headers": recorded_request_headers(request.headers, decoded=sent_decoded),
+        "request_body": None if body is not None or not sent else payload(sent),
         "status": None if response is None else response.status,
         "response_headers": {},
         "body": None,

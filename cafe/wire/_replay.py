@@ -10,12 +10,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 import orjson
 
 from cafe.jsondata import JsonPath
-from cafe.privacy import MIN_SECRET_CHARS, Scrubber, structure_scrubber
+from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
 from cafe.recording.diff import describe, first_difference, summarise_request
 from cafe.recording.errors import (
     RecordingError,
@@ -28,11 +29,14 @@ from cafe.recording.errors import (
 from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
-from cafe.wire._exchange import credential_values, json_object, payload_bytes
+from cafe.wire._exchange import credential_values, json_object, payload, payload_bytes, request_body
+from cafe.wire._multipart import described_bytes, parts_difference
 from cafe.wire._recorder import recorded_target
+from cafe.wire._scrub import multipart_of, scrubbed_body
 from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._transport import _headers
 
+_ENCODED_REDACTED = quote(REDACTED)
 _FAILURES: dict[str, type[httpx2.TransportError]] = {
     "timeout": httpx2.ReadTimeout, "connect_error": httpx2.ConnectError, "read_error": httpx2.ReadError,
     "write_error": httpx2.WriteError, "protocol_error": httpx2.RemoteProtocolError,
@@ -280,22 +284,17 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
     def _first_match(self, incoming: _Incoming, first: int, end: int) -> int | None:
         """The first unserved position after `first` and before `end` whose call `incoming`
         matches: compared only with the calls of its normalised body, and those whose body
-        is not JSON. (A request with no body at all matches any call recorded with a JSON
-        body, whatever it held: it is compared with each.)"""
-        candidates: Iterable[int]
-        if incoming.body is None and not incoming.raw:
-            candidates = (p for p in range(first + 1, end) if not self._served[p])
-        else:
-            self._index_until(first, end)
-            groups = [self._unkeyed]
-            key = self._incoming_key(incoming)
-            if key is not None and key in self._by_body:
-                groups.append(self._by_body[key])
-            for positions in groups:
-                while positions and self._served[positions[0]]:
-                    positions.popleft()
-            candidates = heapq.merge(*(_unserved_between(positions, self._served, first, end)
-                                       for positions in groups))
+        is not JSON."""
+        self._index_until(first, end)
+        groups = [self._unkeyed]
+        key = self._incoming_key(incoming)
+        if key is not None and key in self._by_body:
+            groups.append(self._by_body[key])
+        for positions in groups:
+            while positions and self._served[positions[0]]:
+                positions.popleft()
+        candidates: Iterable[int] = heapq.merge(*(_unserved_between(positions, self._served, first, end)
+                                                  for positions in groups))
         for position in candidates:
             if self._difference(self._calls[position], incoming) is None:
                 return position
@@ -327,9 +326,10 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def _incoming_key(self, incoming: _Incoming) -> bytes | None:
         """The `body_key` a recorded call must have to match `incoming`, or None when only a
-        call compared as bytes may (an incoming body that is not a JSON object)."""
+        call compared as bytes may (an incoming body that is not a JSON object, and not empty:
+        an empty one matches a call recorded with an empty JSON body, or none)."""
         if incoming.body is None:
-            return None
+            return body_key(normalise({}, self._ignore)) if not incoming.raw else None
         return body_key(normalise(incoming.scrubbed_body(), self._ignore))
 
     def _unended_before(self, number: int) -> int | None:
@@ -350,7 +350,9 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         exchange = recorded.exchange or {}
         if exchange.get("method") != incoming.method:
             return "the method", repr(exchange.get("method")), repr(incoming.method)
-        target = str(exchange.get("target", ""))
+        # The marker may be percent-encoded in a recording's query (`%5BREDACTED%5D`): it is the
+        # same marker, and the same credential.
+        target = str(exchange.get("target", "")).replace(_ENCODED_REDACTED, REDACTED)
         if target != incoming.target:
             recorded_path, _, recorded_query = target.partition("?")
             incoming_path, _, incoming_query = incoming.target.partition("?")
@@ -361,11 +363,12 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         raw_body = exchange.get("request_body")
         shift_line = "request_json" in exchange  # the line's `request` is the café's call
         if raw_body is not None or incoming.body is None:
-            recorded_bytes = payload_bytes(raw_body) if raw_body is not None else b""
-            sent_json = exchange.get("request_json") if shift_line else recorded.request
-            if recorded_bytes == incoming.raw or (raw_body is None and not sent_json and not incoming.raw):
-                return None
-            return "the body", f"{len(recorded_bytes)} bytes", f"{len(incoming.raw)} bytes"
+            if raw_body is None:
+                sent_json = exchange.get("request_json") if shift_line else recorded.request
+                if not sent_json and not incoming.raw:
+                    return None
+                return "the body", described_bytes(b""), described_bytes(incoming.raw)
+            return self._kept_body_difference(raw_body, exchange.get("request_headers"), incoming)
         held = None if shift_line else encoded(recorded, "request")
         if held is not None and not self._ignore and incoming.sorted_bytes() == held:
             return None
@@ -381,6 +384,22 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return (difference.steps,
                 quoted(difference.recorded) if difference.recorded.startswith("'") else difference.recorded,
                 quoted(difference.incoming) if difference.incoming.startswith("'") else difference.incoming)
+
+    def _kept_body_difference(self, raw_body: Any, headers: Any, incoming: _Incoming) -> tuple[str, str, str] | None:
+        """How a body the recording keeps as bytes differs from the incoming one, put through
+        what the writer put the recorded one through: a multipart body by its parts (its
+        boundary is random), any other byte for byte."""
+        recorded_type = headers.get("content-type") if isinstance(headers, dict) else None
+        offered = incoming.kept_body()
+        recorded_parts = multipart_of(raw_body, recorded_type if isinstance(recorded_type, str) else None)
+        incoming_parts = None if offered is None else multipart_of(offered, incoming.content_type)
+        if recorded_parts is not None and incoming_parts is not None:
+            return parts_difference(recorded_parts, incoming_parts)
+        recorded_bytes = payload_bytes(raw_body)
+        incoming_bytes = b"" if offered is None else payload_bytes(offered)
+        if recorded_bytes == incoming_bytes:
+            return None
+        return "the body", described_bytes(recorded_bytes), described_bytes(incoming_bytes)
 
     # Answering
 
@@ -430,18 +449,31 @@ def _is_telemetry(call: RecordedCall) -> bool:
 
 
 class _Incoming:
-    """An incoming request as the recording would hold it."""
+    """An incoming request as the recording would hold it: its target and a body kept as
+    bytes through what the recorder and the writer put a recorded one through (the query's
+    credentials replaced, then scrubbed as every string of a line is), its JSON body scrubbed
+    when it is compared."""
 
-    __slots__ = ("_scrubbed", "_scrubber", "_sorted", "body", "method", "raw", "target")
+    __slots__ = ("_kept", "_scrubbed", "_scrubber", "_sorted", "body", "content_type", "method", "raw", "target")
 
     def __init__(self, request: httpx2.Request, scrubber: Scrubber) -> None:
         self.method = request.method
-        self.target = recorded_target(request.url.raw_path.decode("ascii", "replace"))
-        self.raw = request.content
+        self.target = scrubber.scrub(recorded_target(request.url.raw_path.decode("ascii", "replace")))
+        self.raw, _ = request_body(request.content, request.headers.get("content-encoding"))
         self.body = json_object(self.raw)
+        self.content_type = request.headers.get("content-type")
         self._scrubber = scrubber
         self._scrubbed: dict[str, Any] | None = None
         self._sorted: bytes | None = None
+        self._kept: dict[str, Any] | None = None
+
+    def kept_body(self) -> dict[str, Any] | None:
+        """The body as the writer would keep it (not JSON), or None when there is none."""
+        if not self.raw:
+            return None
+        if self._kept is None:
+            self._kept = scrubbed_body(payload(self.raw), self.content_type, self._scrubber)
+        return self._kept
 
     def sorted_bytes(self) -> bytes:
         if self._sorted is None:

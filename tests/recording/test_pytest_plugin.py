@@ -5,7 +5,9 @@ failures are one clean line, and a truncated recording's failure names the marke
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -313,6 +315,160 @@ def test_an_ignore_that_would_check_nothing_is_refused_saying_what_to_write(pyte
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cafe: *ignore path*e.g. messages.*.sent_at or metadata.request_time*"])
+
+
+def _first_lines(output: str) -> dict[str, str]:
+    """Each failed or erred test's first line, by the test's name in its report's heading."""
+    found, current = {}, None
+    for line in output.splitlines():
+        heading = re.fullmatch(r"_{3,} (?:ERROR at setup of )?(\S+) _{3,}", line)
+        if heading is not None:
+            current = heading.group(1)
+        elif current is not None and current not in found and line.strip():
+            found[current] = line
+    return found
+
+
+# Every option is checked for its type, whether the test records or replays, with the
+# fixture or without it: one line naming the option, nothing recorded.
+WRONG_TYPES = (
+    ('ignore="metadata"',
+     '@pytest.mark.cafe_recording(ignore=...): expected a list of field paths, found a string '
+     '(write ignore=["metadata"])'),
+    ("ignore=7", '@pytest.mark.cafe_recording(ignore=...): expected a list of field paths, found int '
+                 '(e.g. ignore=["metadata.run_id"])'),
+    ('ignore={"metadata": True}', "@pytest.mark.cafe_recording(ignore=...): expected a list of field paths, "
+                                  'found dict (e.g. ignore=["metadata.run_id"])'),
+    ('ignore=["metadata", 7]', "@pytest.mark.cafe_recording(ignore=...): expected a field path (a string), found int"),
+    ('ignore=["*"]', "@pytest.mark.cafe_recording(ignore=...): ignore path '*': a top-level * matches every field"),
+    ('allow_truncated="yes"', "@pytest.mark.cafe_recording(allow_truncated=...): expected True or False, found str"),
+    ("record_offline=None", "@pytest.mark.cafe_recording(record_offline=...): expected True or False, found NoneType"),
+    ('path=b"x.jsonl"', "@pytest.mark.cafe_recording(path=...): needs a file path (a string), found bytes"),
+    ('path="x\\0.jsonl"', "@pytest.mark.cafe_recording(path=...): a file path cannot hold a NUL character"),
+    ('allow_hosts="127.0.0.1"', 'allow_hosts: expected a list of host names or addresses, e.g. '
+                                'allow_hosts=["127.0.0.1"]'),
+)
+
+WRONG_TYPES_HEADER = """
+import pytest
+
+from cafe.clients.canned import CannedClient
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{"content": "hi"}])
+"""
+
+WRONG_TYPE_TESTS = """
+
+@pytest.mark.cafe_recording({marker})
+def test_fixture_{n}(cafe_recording):
+    cafe_recording.chat([{{"role": "user", "content": "hello"}}])
+
+
+@pytest.mark.cafe_recording({marker})
+def test_marker_{n}():
+    pass
+"""
+
+
+def _wrong_types_module(*, wrong: bool) -> str:
+    return WRONG_TYPES_HEADER + "".join(WRONG_TYPE_TESTS.format(marker=marker if wrong else "", n=n)
+                                        for n, (marker, _) in enumerate(WRONG_TYPES))
+
+
+def _assert_each_refused_naming_its_option(result: pytest.RunResult) -> None:
+    result.assert_outcomes(errors=2 * len(WRONG_TYPES))
+    lines = _first_lines(result.stdout.str())
+    assert len(lines) == 2 * len(WRONG_TYPES)
+    for n, (marker, says) in enumerate(WRONG_TYPES):
+        for test in (f"test_fixture_{n}", f"test_marker_{n}"):
+            assert lines[test].startswith("cafe: ") and says in lines[test], (marker, lines[test])
+    assert "Traceback" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_a_marker_option_of_a_wrong_type_is_one_named_line_when_recording_and_when_replaying(
+        pytester: pytest.Pytester) -> None:
+    recordings = pytester.path / "recordings"
+    pytester.makepyfile(test_typed=_wrong_types_module(wrong=False))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2 * len(WRONG_TYPES))
+    recorded = {path: path.read_bytes() for path in recordings.rglob("*.jsonl")}
+    assert len(recorded) == 2 * len(WRONG_TYPES)
+    pytester.makepyfile(test_typed=_wrong_types_module(wrong=True))
+    _assert_each_refused_naming_its_option(pytester.runpytest("-p", "no:cacheprovider"))  # replaying
+    assert {path: path.read_bytes() for path in recordings.rglob("*.jsonl")} == recorded
+    shutil.rmtree(recordings)
+    _assert_each_refused_naming_its_option(pytester.runpytest("-p", "no:cacheprovider"))  # recording
+    assert not recordings.exists() and not list(pytester.path.glob("x*"))
+
+
+# A recording's directory that cannot be made (a file or a dangling link in the way, a name too
+# long, a read-only directory) fails the test, with the fixture or without it, in one line that
+# names the recording and why; what was in the way is left as it was.
+
+UNMADE_DIRECTORY_MODULE = """
+import pytest
+
+from cafe.clients.canned import CannedClient
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "hi"}}])
+{tests}"""
+
+UNMADE_DIRECTORY_TESTS = {"fixture": """
+
+@pytest.mark.cafe_recording({marker})
+def test_{name}_fixture(cafe_recording):
+    cafe_recording.chat([{{"role": "user", "content": "hello"}}])
+""", "marker": """
+
+@pytest.mark.cafe_recording({marker})
+def test_{name}_marker():
+    pass
+"""}
+
+
+def _unwritable(why: str) -> str:
+    return f"cannot write the recording ({why})"
+
+
+def test_a_recording_directory_that_cannot_be_made_is_one_line_naming_it_and_why(pytester: pytest.Pytester) -> None:
+    here = pytester.path
+    long_name = "n" * 300
+    (here / "recordings").write_text("not a directory")
+    (here / "blocked").write_text("not a directory either")
+    (here / "dangling").symlink_to(here / "nowhere")
+    in_the_way = "its directory cannot be made: {} is not a directory"
+    cases: dict[str, tuple[str | None, str]] = {  # name: (path, None for the default; what the line says)
+        "default": (None, _unwritable(in_the_way.format(here / "recordings"))),
+        "blocked": ("blocked/sub/{kind}.jsonl", _unwritable(in_the_way.format(here / "blocked"))),
+        "dangling": ("dangling/{kind}.jsonl", _unwritable(in_the_way.format(here / "dangling"))),
+        "too_long": (long_name + "/{kind}.jsonl", "the recording's path cannot be examined (file name too long)"),
+    }
+    if os.geteuid() != 0:  # the superuser writes in a read-only directory
+        (here / "read-only").mkdir(mode=0o555)
+        cases["read_only"] = ("read-only/sub/{kind}.jsonl", _unwritable(
+            f"its directory {here / 'read-only' / 'sub'} cannot be made (permission denied)"))
+    tests = "".join(UNMADE_DIRECTORY_TESTS[kind].format(name=name, marker="" if path is None else repr(path.format(
+        kind=kind))) for name, (path, _) in cases.items() for kind in UNMADE_DIRECTORY_TESTS)
+    pytester.makepyfile(test_dirs=UNMADE_DIRECTORY_MODULE.format(tests=tests))
+    for mode in ("once", "all"):
+        if mode == "all":  # re-recording looks for no recording: it goes on to make the directory
+            cases["too_long"] = (cases["too_long"][0], _unwritable(
+                f"its directory {here / long_name} cannot be made (file name too long)"))
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--cafe-record-mode={mode}")
+        result.assert_outcomes(errors=2 * len(cases))
+        lines = _first_lines(result.stdout.str())
+        for name, (path, says) in cases.items():
+            for kind in UNMADE_DIRECTORY_TESTS:
+                test = f"test_{name}_{kind}"
+                recording = here / (f"recordings/test_dirs/{test}.jsonl" if path is None else path.format(kind=kind))
+                assert lines[test] == f"cafe: {recording}: {says}", (mode, lines[test])
+        assert "Traceback" not in result.stdout.str()
+    assert (here / "recordings").read_text() == "not a directory" and not (here / "nowhere").exists()
 
 
 # --- the network, while replaying ----------------------------------------------------------
@@ -660,6 +816,64 @@ def test_a_named_error_raised_while_replaying_fails_the_test_in_one_line(pyteste
     output = result.stdout.str() + result.stderr.str()
     _assert_one_clean_line(output)
     assert "cafe: " in output
+
+
+# A replay's refusal that the test's own code wraps, or that comes out of a task group, is
+# still the line the test fails with.
+WRAPPED_MODULE = """
+import asyncio
+
+import pytest
+
+from cafe.clients.canned import CannedClient
+
+SAID = {said!r}
+
+
+@pytest.fixture
+def cafe_model_client():
+    return CannedClient([{{"content": "Coming up."}}, {{"content": "Coming up too."}}])
+
+
+class OrderFailed(Exception):
+    pass
+
+
+def order(client):
+    try:
+        return client.chat([{{"role": "user", "content": SAID}}])
+    except Exception as error:
+        raise OrderFailed("the order failed") from error
+
+
+def test_wrapped(cafe_recording):
+    order(cafe_recording)
+
+
+def test_in_a_task_group(cafe_recording):
+    async def orders():
+        async def one():
+            return order(cafe_recording)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(one())
+    asyncio.run(orders())
+"""
+
+
+def test_a_replay_refusal_the_tests_code_wraps_is_the_line_the_test_fails_with(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_orders=WRAPPED_MODULE.format(said=CUSTOMER))
+    pytester.runpytest().assert_outcomes(passed=2)
+    pytester.makepyfile(test_orders=WRAPPED_MODULE.format(said=CUSTOMER + " Twice."))
+    result = pytester.runpytest("--showlocals")
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str() + result.stderr.str()
+    lines = _first_lines(result.stdout.str())
+    for test in ("test_wrapped", "test_in_a_task_group"):
+        mismatch = rf"cafe: \S+/{test}\.jsonl: call 1: the request differs from the recording at "
+        assert re.fullmatch(mismatch + r"\$\.messages\[0\]\.content: recorded text\(.+\), incoming text\(.+\)",
+                            lines[test]), lines[test]
+    assert "raised through cafe's code" not in output
+    _assert_one_clean_line(output)
 
 
 # --- a truncated recording -----------------------------------------------------------------

@@ -110,6 +110,19 @@ ASSIGNMENTS = [
     f"DefaultEndpointsProtocol=https;AccountName=cafe;AccountKey={ASSIGNED};",
     f"Ocp-Apim-Subscription-Key: {ASSIGNED}",
     f"https://cafe.blob.core.windows.net/orders?sv=2022-11-02&sig={ASSIGNED}%2Bab%3D",
+    # Signed and presigned URLs, and OAuth: credentials whose query names hold no key word.
+    f"GET https://cafe-orders.azurewebsites.net/api/orders?code={ASSIGNED}==",
+    f"https://menus.s3.amazonaws.com/a.pdf?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={ASSIGNED}&X-Amz-Date=2",
+    f"https://menus.s3.amazonaws.com/a.pdf?X-Amz-Credential={ASSIGNED}%2F20260101%2Fus-east-1%2Fs3%2Faws4_request",
+    f"https://menus.s3.amazonaws.com/a.pdf?X-Amz-Security-Token={ASSIGNED}&X-Amz-Expires=60",
+    f"https://storage.googleapis.com/menus/a.pdf?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature={ASSIGNED}",
+    f"https://storage.googleapis.com/menus/a.pdf?X-Goog-Credential={ASSIGNED}%2F20260101%2Fauto",
+    f"https://d1.cloudfront.net/menu.pdf?Expires=1767225600&Signature={ASSIGNED}~&Key-Pair-Id=APKAEIBAERJR2",
+    f"https://d1.cloudfront.net/menu.pdf?Policy={ASSIGNED}__&Signature=abc~def",
+    f"https://d1.cloudfront.net/menu.pdf?Key-Pair-Id={ASSIGNED}",
+    f"https://cafe.example.com/callback?state=xyz&code={ASSIGNED}",
+    f"https://auth.example.com/token?grant_type=authorization_code&client_secret={ASSIGNED}",
+    f"<a href=\"https://menus.s3.amazonaws.com/a.pdf?X-Amz-Date=2&amp;X-Amz-Signature={ASSIGNED}\">the menu</a>",
     f"-----BEGIN OPENSSH PRIVATE KEY-----\n{ASSIGNED}\n-----END OPENSSH PRIVATE KEY-----",
     f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n{ASSIGNED}\n-----END PGP PRIVATE KEY BLOCK-----",
 ]
@@ -126,6 +139,7 @@ CAFE_TEXT = [
     "A turkey-sandwich and the key-lime-pie, then msg.send to table 4; SKU 12, Sg. Pepper.",
     "Run it with --model gpt-4o-mini --max-tokens 50 --verbose; the pass-through is fine.",
     "Is the secret_menu on today? Password-free Wi-Fi, ask for the token-card at the till.",
+    "The menu is at https://cafe.example.com/menu?page=2&size=large&code=LATTE1 (say code: LATTE1).",
 ]
 
 

@@ -4,8 +4,12 @@ It answers plain JSON, or server-sent events when the request says `"stream": tr
 usage chunk when `stream_options.include_usage` is true), counts the requests it receives,
 and can be told to fail the next requests (429, 500), to wait before answering, or to hold
 every answer until a number of requests are in (so that calls sent together are in flight
-together). A trace upload (`/v1/traces/ingest`, the OpenAI Agents SDK's) is accepted with
-204 No Content, as the service accepts it.
+together). Besides chat completions it answers the Responses API (`/v1/responses`),
+Anthropic's Messages API (`/v1/messages`), audio transcriptions (a multipart upload) and
+speech (a binary answer), and accepts a trace upload (`/v1/traces/ingest`, the OpenAI
+Agents SDK's) with 204 No Content, as the service does; it can be told what to say and how
+to cut a stream (`answer_with`, `split_events`), to encode its answers (`encode_answers`) and
+to require a key in the query (`require_query`).
 
     with OpenAIServer.running() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-...")
@@ -18,10 +22,15 @@ so a changed request gets a changed answer and a replay can be compared with a l
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
+import gzip
 import hashlib
 import json
 import threading
 import time
+import urllib.parse
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,6 +53,13 @@ class _Plan:
     chunk_pause_s: float = 0.0
     hold_until: int = 0
     hold_s: float = 0.0
+    answer: str | None = None  # the reply, instead of `answer_text`'s
+    token_chars: int = 0  # a stream's text deltas this many characters each (0: a word each)
+    tool_arguments: str | None = None  # a streamed chat reply calls a tool with these arguments
+    event_pieces: int = 1  # each event of a stream written (and flushed) in this many pieces
+    content_encoding: str | None = None
+    required_query: tuple[str, str] | None = None
+    speech: bytes = b"ID3\x03\x00\x00\x00\x00\x00\x00\xff\xfb\x90\x00"
 
 
 def answer_text(body: dict[str, Any]) -> str:
@@ -106,6 +122,29 @@ class OpenAIServer:
             self._arrived.notify_all()
             self._arrived.wait_for(lambda: len(self.received) >= self._plan.hold_until, self._plan.hold_s)
 
+    def answer_with(self, text: str, *, token_chars: int = 0, tool_arguments: str | None = None) -> None:
+        """Say `text` (streamed `token_chars` characters an event, or a word an event), and
+        in a streamed chat reply, call a tool `note` with `tool_arguments` (in pieces as well)."""
+        self._plan.answer, self._plan.token_chars, self._plan.tool_arguments = text, token_chars, tool_arguments
+
+    def split_events(self, pieces: int) -> None:
+        """Write each event of a stream in `pieces` flushed pieces, so that a client reads it
+        in several (with `pause_between_chunks`, a pause after each piece)."""
+        self._plan.event_pieces = pieces
+
+    def encode_answers(self, encoding: str | None) -> None:
+        """Send answers with this `content-encoding`: gzip and deflate (one or several, in
+        order) are applied; any other is only named, the body sent as it is."""
+        self._plan.content_encoding = encoding
+
+    def require_query(self, name: str, value: str) -> None:
+        """Answer 401 unless the query holds `name=value` (a key in the query, as Azure's)."""
+        self._plan.required_query = (name, value)
+
+    def speak(self, audio: bytes) -> None:
+        """The bytes `/v1/audio/speech` answers with."""
+        self._plan.speech = audio
+
     def _take_failure(self) -> int | None:
         with self._lock:
             return self._plan.failures.pop(0) if self._plan.failures else None
@@ -152,18 +191,112 @@ def _completion(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _events(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    text = answer_text(body)
+def _said(body: dict[str, Any], plan: _Plan) -> str:
+    return plan.answer if plan.answer is not None else answer_text(body)
+
+
+def _deltas(text: str, plan: _Plan) -> list[str]:
+    if plan.token_chars:
+        return [text[at:at + plan.token_chars] for at in range(0, len(text), plan.token_chars)]
+    return [word if position == 0 else " " + word for position, word in enumerate(text.split())]
+
+
+def _encoded(data: bytes, encoding: str | None) -> bytes:
+    for name in (encoding or "").split(","):
+        name = name.strip().lower()
+        if name in ("gzip", "x-gzip"):
+            data = gzip.compress(data)
+        elif name == "deflate":
+            data = zlib.compress(data)
+    return data
+
+
+def _response_object(body: dict[str, Any], text: str, status: str) -> dict[str, Any]:
+    return {"id": "resp_" + completion_id(body)[9:], "object": "response", "created_at": 1_700_000_000,
+            "model": body.get("model", "test-model"), "status": status, "parallel_tool_calls": False,
+            "tool_choice": "auto", "tools": [],
+            "output": [{"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}] if text else [],
+            "usage": {"input_tokens": 11, "output_tokens": len(text.split()), "total_tokens": 11 + len(text.split()),
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def _response_events(body: dict[str, Any], plan: _Plan) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The Responses API's stream: the text as `response.output_text.delta` events, and the
+    tool call's arguments as `response.function_call_arguments.delta` events."""
+    text = _said(body, plan)
+    number = iter(range(1_000_000))
+    yield "response.created", {"type": "response.created", "sequence_number": next(number),
+                               "response": _response_object(body, "", "in_progress")}
+    for piece in _deltas(text, plan):
+        yield "response.output_text.delta", {"type": "response.output_text.delta", "item_id": "msg_1",
+                                             "output_index": 0, "content_index": 0, "delta": piece, "logprobs": [],
+                                             "sequence_number": next(number)}
+    if plan.tool_arguments is not None:
+        for piece in _deltas(plan.tool_arguments, plan):
+            yield "response.function_call_arguments.delta", {
+                "type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 1,
+                "delta": piece, "sequence_number": next(number)}
+    yield "response.completed", {"type": "response.completed", "sequence_number": next(number),
+                                 "response": _response_object(body, "[see the deltas]", "completed")}
+
+
+def _message_events(body: dict[str, Any], plan: _Plan) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Anthropic's Messages stream: `text_delta`s in block 0, `input_json_delta`s in block 1."""
+    text = _said(body, plan)
+    yield "message_start", {"type": "message_start", "message": {
+        "id": "msg_01", "type": "message", "role": "assistant", "model": body.get("model", "test-model"),
+        "content": [], "stop_reason": None, "usage": {"input_tokens": 11, "output_tokens": 1}}}
+    yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text",
+                                                                                                 "text": ""}}
+    for piece in _deltas(text, plan):
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                      "delta": {"type": "text_delta", "text": piece}}
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    if plan.tool_arguments is not None:
+        yield "content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "toolu_01", "name": "note", "input": {}}}
+        for piece in _deltas(plan.tool_arguments, plan):
+            yield "content_block_delta", {"type": "content_block_delta", "index": 1,
+                                          "delta": {"type": "input_json_delta", "partial_json": piece}}
+        yield "content_block_stop", {"type": "content_block_stop", "index": 1}
+    yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                            "usage": {"output_tokens": len(text.split())}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _form(headers: Any, raw: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart/form-data body's fields: name -> (filename, content)."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + str(headers.get("Content-Type", "")).encode("latin-1") + b"\r\n\r\n" + raw)
+    fields = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        content = part.get_payload(decode=True)
+        fields[str(name)] = (part.get_filename(), content if isinstance(content, bytes) else b"")
+    return fields
+
+
+def _events(body: dict[str, Any], plan: _Plan | None = None) -> Iterator[dict[str, Any]]:
+    plan = plan or _Plan()
+    text = _said(body, plan)
     base = {"id": completion_id(body), "object": "chat.completion.chunk", "created": 1_700_000_000,
             "model": body.get("model", "test-model")}
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     usage_field: dict[str, Any] = {"usage": None} if include_usage else {}
     yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                 "finish_reason": None}], **usage_field}
-    for position, word in enumerate(text.split()):
-        piece = word if position == 0 else " " + word
+    for piece in _deltas(text, plan):
         yield {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}], **usage_field}
-    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], **usage_field}
+    if plan.tool_arguments is not None:
+        yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [{
+            "index": 0, "id": "call_1", "type": "function", "function": {"name": "note", "arguments": ""}}]},
+            "finish_reason": None}], **usage_field}
+        for piece in _deltas(plan.tool_arguments, plan):
+            yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [{
+                "index": 0, "function": {"arguments": piece}}]}, "finish_reason": None}], **usage_field}
+    finish = "stop" if plan.tool_arguments is None else "tool_calls"
+    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], **usage_field}
     if include_usage:
         words = len(text.split())
         yield {**base, "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": words,
@@ -178,9 +311,16 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             return None
 
         def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_bytes(status, json.dumps(payload).encode(), "application/json", extra)
+
+        def _send_bytes(self, status: int, data: bytes, content_type: str,
+                        extra: dict[str, str] | None = None) -> None:
+            encoding = server._plan.content_encoding
+            data = _encoded(data, encoding)
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
+            if encoding:
+                self.send_header("Content-Encoding", encoding)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("x-request-id", f"req-{server.count}")
             for name, value in (extra or {}).items():
@@ -201,6 +341,35 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             if server._plan.hold_until:
                 server._hold()
+            path, _, query = self.path.partition("?")
+            required = server._plan.required_query
+            if required is not None and required not in urllib.parse.parse_qsl(query):
+                self._send(401, {"error": {"message": "no key in the query", "type": "invalid_request_error"}})
+                return
+            if path == "/v1/audio/transcriptions":
+                fields = _form(self.headers, raw)
+                heard = hashlib.sha256(fields.get("file", (None, b""))[1]).hexdigest()[:8]
+                prompt = fields.get("prompt", (None, b""))[1].decode("utf-8", "replace")
+                self._send(200, {"text": f"heard {heard}" + (f" after {prompt}" if prompt else "")})
+                return
+            if path == "/v1/audio/speech":
+                self._send_bytes(200, server._plan.speech, "audio/mpeg")
+                return
+            if path in ("/v1/responses", "/v1/messages") and isinstance(body, dict):
+                if body.get("stream"):
+                    events = _response_events if path == "/v1/responses" else _message_events
+                    self._stream((b"event: " + name.encode() + b"\ndata: " + json.dumps(event).encode() + b"\n\n"
+                                  for name, event in events(body, server._plan)), done=False)
+                    return
+                text = _said(body, server._plan)
+                if path == "/v1/responses":
+                    self._send(200, _response_object(body, text, "completed"))
+                else:
+                    self._send(200, {"id": "msg_01", "type": "message", "role": "assistant",
+                                     "model": body.get("model", "test-model"), "stop_reason": "end_turn",
+                                     "content": [{"type": "text", "text": text}],
+                                     "usage": {"input_tokens": 11, "output_tokens": len(text.split())}})
+                return
             if server._plan.delay_s:
                 time.sleep(server._plan.delay_s)
             failure = server._take_failure()
@@ -213,18 +382,26 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                 return
             if not body.get("stream"):
-                self._send(200, _completion(body))
+                completion = _completion(body)
+                if server._plan.answer is not None:
+                    completion["choices"][0]["message"]["content"] = server._plan.answer
+                self._send(200, completion)
                 return
+            self._stream(b"data: " + json.dumps(event).encode() + b"\n\n" for event in _events(body, server._plan))
+
+        def _stream(self, events: Iterator[bytes], *, done: bool = True) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("x-request-id", f"req-{server.count}")
             self.end_headers()
-            for event in _events(body):
-                self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
-                if server._plan.chunk_pause_s:
-                    time.sleep(server._plan.chunk_pause_s)
-            self._chunk(b"data: [DONE]\n\n")
+            pieces = max(server._plan.event_pieces, 1)
+            for event in [*events, *([b"data: [DONE]\n\n"] if done else [])]:
+                size = -(-len(event) // pieces)
+                for at in range(0, len(event), size):
+                    self._chunk(event[at:at + size])
+                    if server._plan.chunk_pause_s:
+                        time.sleep(server._plan.chunk_pause_s)
             try:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()

@@ -6,11 +6,13 @@ and identical results; changed, dropped and added calls fail naming what changed
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
 import pytest
 
+from tests.wire.anthropic_server import AnthropicServer
 from tests.wire.openai_server import OpenAIServer
 
 pytest_plugins = ["pytester"]
@@ -145,3 +147,153 @@ def test_record_mode_none_without_a_recording_fails_saying_so(pytester: pytest.P
     result = pytester.runpytest("-p", "no:cacheprovider", "--cafe-record-mode=none")
     result.assert_outcomes(errors=2)  # as with the fixture: the setup refuses
     result.stdout.fnmatch_lines(["*no recording, and record mode 'none' forbids making one*"])
+
+
+# --- a refusal wrapped by a library, or caught by the test ---------------------------------
+# The Anthropic SDK wraps every error of its transport in its APIConnectionError; a retry
+# wrapper holds the last error without chaining it; the test's code may catch what it got and
+# fail, skip or exit its own way. Whichever, a replay's refusal is the line pytest reports.
+
+WRAPPING_MODULE = '''
+import asyncio
+import os
+import sys
+
+import anthropic
+import openai
+import pytest
+
+MAX_TOKENS = int(os.environ["AGENT_MAX_TOKENS"])
+ORDER = [{"role": "user", "content": "A latte, please."}]
+
+
+def ask_openai():
+    client = openai.OpenAI(base_url=os.environ["AGENT_BASE_URL"], api_key=os.environ["AGENT_KEY"], max_retries=0)
+    return client.chat.completions.create(model="m", max_tokens=MAX_TOKENS, messages=ORDER)
+
+
+def anthropic_client(kind=anthropic.Anthropic):
+    return kind(base_url=os.environ["AGENT_ANTHROPIC_URL"], api_key=os.environ["AGENT_KEY"], max_retries=2)
+
+
+class GaveUp(Exception):
+    """What a retry wrapper raises after its last attempt: the attempt's error held, not chained."""
+
+
+def with_retries(call, attempts=3):
+    failures = []
+    for _ in range(attempts):
+        try:
+            return call()
+        except Exception as error:
+            failures.append(error)
+    raise GaveUp(f"{attempts} attempts failed", failures)
+
+
+@pytest.mark.cafe_recording
+def test_anthropic_message():
+    reply = anthropic_client().messages.create(model="claude-test", max_tokens=MAX_TOKENS, messages=ORDER)
+    assert reply.content[0].text.startswith("Sure")
+
+
+@pytest.mark.cafe_recording
+def test_anthropic_stream():
+    with anthropic_client().messages.stream(model="claude-test", max_tokens=MAX_TOKENS, messages=ORDER) as stream:
+        assert "".join(stream.text_stream).startswith("Sure")
+
+
+@pytest.mark.cafe_recording
+def test_anthropic_in_a_task_group():
+    async def order():
+        async with anthropic_client(anthropic.AsyncAnthropic) as client, asyncio.TaskGroup() as group:
+            asked = group.create_task(client.messages.create(model="claude-test", max_tokens=MAX_TOKENS,
+                                                             messages=ORDER))
+        return asked.result()
+    assert asyncio.run(order()).content
+
+
+@pytest.mark.cafe_recording
+def test_given_up_by_a_retry_wrapper():
+    assert with_retries(ask_openai).choices
+
+
+@pytest.mark.cafe_recording
+def test_wrapped_from_none():
+    try:
+        ask_openai()
+    except Exception:
+        raise RuntimeError("the agent could not take the order") from None
+
+
+@pytest.mark.cafe_recording
+def test_caught_then_failed():
+    try:
+        ask_openai()
+    except Exception:
+        pytest.fail("the model could not be reached")
+
+
+@pytest.mark.cafe_recording
+def test_caught_then_skipped():
+    try:
+        ask_openai()
+    except Exception:
+        pytest.skip("no model today")
+
+
+@pytest.mark.cafe_recording
+def test_caught_then_exited():
+    try:
+        ask_openai()
+    except Exception:
+        sys.exit(3)
+
+
+@pytest.mark.cafe_recording
+def test_caught_then_passed():
+    try:
+        ask_openai()
+    except Exception:
+        pass
+'''
+
+WRAPPING_TESTS = ("test_anthropic_message", "test_anthropic_stream", "test_anthropic_in_a_task_group",
+                  "test_given_up_by_a_retry_wrapper", "test_wrapped_from_none", "test_caught_then_failed",
+                  "test_caught_then_skipped", "test_caught_then_exited", "test_caught_then_passed")
+
+
+def _reported(output: str) -> dict[str, str]:
+    """Each failed test's first line, by the test's name in its report's heading."""
+    found, current = {}, None
+    for line in output.splitlines():
+        heading = re.fullmatch(r"_{3,} (\S+) _{3,}", line)
+        if heading is not None:
+            current = heading.group(1)
+        elif current is not None and current not in found and line.strip():
+            found[current] = line
+    return found
+
+
+def test_a_refusal_a_library_wraps_or_the_test_catches_is_the_line_pytest_reports(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_wrapping=WRAPPING_MODULE)
+    monkeypatch.setenv("AGENT_KEY", KEY)
+    monkeypatch.setenv("AGENT_MAX_TOKENS", "5")
+    with OpenAIServer.running() as openai_server, AnthropicServer.running() as anthropic_server:
+        monkeypatch.setenv("AGENT_BASE_URL", openai_server.base_url)
+        monkeypatch.setenv("AGENT_ANTHROPIC_URL", anthropic_server.base_url)
+        pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(WRAPPING_TESTS))
+        assert (openai_server.count, anthropic_server.count) == (6, 3)
+    # Replayed with the servers stopped: unchanged, every test passes.
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(WRAPPING_TESTS))
+    monkeypatch.setenv("AGENT_MAX_TOKENS", "6")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=len(WRAPPING_TESTS))
+    output = result.stdout.str() + result.stderr.str()
+    reported = _reported(result.stdout.str())
+    assert set(reported) == set(WRAPPING_TESTS)
+    for test, line in reported.items():
+        assert re.fullmatch(rf"cafe: \S+/{test}\.jsonl: call 1: the request differs from the recording at "
+                            r"\$\.max_tokens: recorded 5, incoming 6", line), (test, line)
+    assert "raised through cafe's code" not in output
+    assert KEY not in output

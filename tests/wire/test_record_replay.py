@@ -181,3 +181,76 @@ def test_the_sdk_retry_after_a_refusal_repeats_the_refusal(server: OpenAIServer,
     with pytest.raises(ReplayMismatch), wire.replay(path) as source:
         client.chat.completions.create(model="other", messages=MESSAGES)
     assert source.served == 0
+
+
+CREDENTIAL = "Zm9vYmFy" + "QmF6cXV4MTIzNDU2Nzg5MA"
+
+
+def keyed(base_url: str, query: dict[str, str]) -> str | None:
+    client = openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0, default_query=query)
+    return client.chat.completions.create(model="m", messages=MESSAGES).choices[0].message.content
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("api-key", CREDENTIAL), ("access_token", CREDENTIAL), ("code", CREDENTIAL), ("X-Amz-Signature", CREDENTIAL),
+    ("sig", CREDENTIAL), ("key", CREDENTIAL), ("api-key", KEY),  # the last: the bearer key, in the query too
+])
+def test_a_query_credential_the_recorder_rewrites_replays_from_an_unchanged_program(
+        server: OpenAIServer, tmp_path: Path, name: str, value: str) -> None:
+    server.require_query(name, value)
+    query = {"api-version": "2024-10-21", name: value}
+    path = tmp_path / "keyed.jsonl"
+    with wire.record(path):
+        live = keyed(server.base_url, query)
+    assert value not in path.read_text(encoding="utf-8")
+    with wire.replay(path) as source:
+        assert keyed(server.base_url, query) == live
+    assert source.served == 1 and server.count == 1
+    with pytest.raises(ReplayMismatch, match="at the query"), wire.replay(path):
+        keyed(server.base_url, {**query, "api-version": "2025-01-01"})
+
+
+def transcribe(base_url: str, audio: bytes = b"RIFF\x24\x00\x00\x00WAVEfmt \xff\xfe\x00",
+               prompt: str = "A latte order.", filename: str = "order.wav") -> str:
+    client = openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+    return client.audio.transcriptions.create(model="whisper-1", file=(filename, audio, "audio/wav"),
+                                              prompt=prompt).text
+
+
+def test_a_multipart_upload_replays_though_its_boundary_is_random(server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "upload.jsonl"
+    with wire.record(path):
+        live = transcribe(server.base_url)
+    with wire.replay(path) as source:
+        assert transcribe(server.base_url) == live
+    assert source.served == 1 and server.count == 1
+
+
+@pytest.mark.parametrize(("changed", "where"), [
+    ({"audio": b"RIFF\x24\x00\x00\x00WAVEfmt \xff\xfe\x01"}, "the multipart part 'file' (its content)"),
+    ({"prompt": "A mocha order."}, "the multipart part 'prompt' (its content)"),
+    ({"filename": "mocha.wav"}, "the multipart part 'file' (its filename)"),
+])
+def test_a_changed_upload_part_fails_naming_the_part_without_its_content(
+        server: OpenAIServer, tmp_path: Path, changed: dict[str, Any], where: str) -> None:
+    path = tmp_path / "upload.jsonl"
+    with wire.record(path):
+        transcribe(server.base_url)
+    with pytest.raises(ReplayMismatch) as caught, wire.replay(path):
+        transcribe(server.base_url, **changed)
+    line = str(caught.value)
+    assert line.startswith(f"{path}: call 1: the request differs from the recording at {where}: recorded ")
+    assert "\n" not in line and "WAVE" not in line and "order" not in line and "mocha" not in line
+    assert "sha256" in line or "chars" in line
+
+
+def test_a_recorded_query_marker_written_percent_encoded_still_replays(server: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "keyed.jsonl"
+    with wire.record(path):
+        live = keyed(server.base_url, {"key": CREDENTIAL})
+    text = path.read_text(encoding="utf-8")
+    assert "?key=[REDACTED]" in text
+    path.write_text(text.replace("?key=[REDACTED]", "?key=%5BREDACTED%5D"), encoding="utf-8")
+    with wire.replay(path) as source:
+        assert keyed(server.base_url, {"key": CREDENTIAL}) == live
+    assert source.served == 1

@@ -111,3 +111,46 @@ def test_the_hook_in_the_program_reads_the_variable_the_command_sets() -> None:
 
     compile(SITECUSTOMIZE, "sitecustomize.py", "exec")
     assert f'os.environ.pop("{HOOK_VARIABLE}", None)' in SITECUSTOMIZE
+
+
+KEYED_AGENT = '''
+import os
+
+import openai
+
+client = openai.OpenAI(base_url=os.environ["AGENT_BASE_URL"], api_key=os.environ["AGENT_KEY"], max_retries=0,
+                       default_query={"api-version": "2024-10-21", "api-key": os.environ["AGENT_QUERY_KEY"]})
+reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "A latte, please."}])
+print("keyed:", reply.choices[0].message.content)
+heard = client.audio.transcriptions.create(model="whisper-1", file=("order.wav", b"RIFF\\x00\\xffWAVE", "audio/wav"),
+                                           prompt="A latte order.")
+print("heard:", heard.text)
+stream = client.chat.completions.create(model="m", stream=True, messages=[{"role": "user", "content": "My key?"}])
+print("streamed:", "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+'''
+
+
+def test_a_program_with_a_key_in_its_query_an_upload_and_a_streamed_key_replays_unchanged(tmp_path: Path) -> None:
+    agent, recording = tmp_path / "keyed.py", tmp_path / "keyed.jsonl"
+    agent.write_text(KEYED_AGENT)
+    program = ["--", sys.executable, str(agent)]
+    query_key = "Zm9vYmFy" + "QmF6cXV4MTIzNDU2Nzg5MA"
+    leak = "sk-" + "proj-" + "Kq72Zx9Wm4Rt8Yp3Ln6Bv1Cs5Df0Gh2"
+    with OpenAIServer.running() as server:
+        server.require_query("api-key", query_key)
+        server.answer_with(f"Your key is {leak}.", token_chars=4)
+        live = _cafe(tmp_path, "record", str(recording), *program, AGENT_BASE_URL=server.base_url,
+                     AGENT_QUERY_KEY=query_key)
+        assert live.returncode == 0, live.stderr
+        url = server.base_url
+    kept = recording.read_text(encoding="utf-8")
+    assert query_key not in kept and leak[8:18] not in kept
+    assert f"streamed: Your key is {leak}." in live.stdout.splitlines()
+    replayed = _cafe(tmp_path, "replay-run", str(recording), *program, AGENT_BASE_URL=url, AGENT_QUERY_KEY=query_key)
+    assert replayed.returncode == 0, replayed.stderr
+    said = [line for line in live.stdout.splitlines() if line.startswith(("keyed:", "heard:"))]
+    assert len(said) == 2
+    assert [line for line in replayed.stdout.splitlines() if line.startswith(("keyed:", "heard:"))] == [
+        line.replace(leak, "[REDACTED]") for line in said]
+    streamed = next(line for line in replayed.stdout.splitlines() if line.startswith("streamed:"))
+    assert streamed.startswith("streamed: Your key is [REDACTED]") and leak[8:12] not in streamed
