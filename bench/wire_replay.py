@@ -18,10 +18,21 @@ the mock's JSON encoding of the answer is about 10 µs of it.
 
 VCR.py at 10,000 calls runs in a child process within `VCR_BOUND_S` (recording the
 cassette, loading it, a sample of calls); past the bound it is reported as not measured.
+
+(c) Overlapping calls: N synthetic calls in flight together (`openai.AsyncOpenAI` under
+`asyncio.gather`), recorded by `AsyncRecordingTransport` over an `httpx2.MockTransport` that
+answers none until all N have arrived, so every recorded call overlaps every other; then
+replayed with the requests in the reverse of their recorded order, so that each is the last
+of those in flight (the most a replay may have to compare it with). The cost per call is
+(load + the whole gather) / N at N = 100, 1,000 and 10,000, and the figure is its ratio
+from one N to the next: 1 when matching is linear in N, about 10 when it compares each
+request with every call still in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import multiprocessing
 import time
@@ -37,7 +48,7 @@ from bench.stats import interleaved
 from bench.synthetic import SyntheticCall, synthetic_calls
 from bench.table import Figure
 from cafe.recording.reader import load_recording
-from cafe.wire import ObservedTransport, RecordingTransport, ReplayTransport, WireRecorder
+from cafe.wire import AsyncRecordingTransport, ObservedTransport, RecordingTransport, ReplayTransport, WireRecorder
 
 FULL_SIZES = (100, 1_000, 10_000)
 SMOKE_SIZES = (100,)
@@ -107,6 +118,73 @@ def replay_seconds(path: Path, calls: list[SyntheticCall], stream: bool) -> floa
         _make(client, call, stream)
     source.assert_exhausted()
     return (time.perf_counter() - start) / len(calls)
+
+
+def _async_client(transport: httpx2.AsyncBaseTransport) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(api_key=KEY, base_url=BASE_URL, max_retries=0,
+                              http_client=httpx2.AsyncClient(transport=transport))
+
+
+async def _gathered(client: openai.AsyncOpenAI, calls: list[SyntheticCall]) -> None:
+    await asyncio.gather(*(client.chat.completions.create(model="gpt-4o-mini", messages=call.messages,
+                                                          tools=call.tools, temperature=call.temperature)
+                           for call in calls))
+    await client.close()
+
+
+def record_overlapping(path: Path, calls: list[SyntheticCall]) -> Path:
+    """`calls` recorded all in flight together: the mock answers none before all have arrived."""
+    by_body = {json.dumps(call.messages, sort_keys=True): call for call in calls}
+    arrived = [0]
+    everyone: asyncio.Event | None = None
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        nonlocal everyone
+        everyone = everyone or asyncio.Event()
+        arrived[0] += 1
+        if arrived[0] == len(calls):
+            everyone.set()
+        await everyone.wait()
+        call = by_body[json.dumps(json.loads(request.content)["messages"], sort_keys=True)]
+        return httpx2.Response(200, json=_completion(call))
+
+    asyncio.run(_gathered(_async_client(AsyncRecordingTransport(path, httpx2.MockTransport(answer))), calls))
+    return path
+
+
+def replay_overlapping_seconds(path: Path, calls: list[SyntheticCall]) -> float:
+    """Seconds per call of one replay of `path` (load + the gather), the requests reversed."""
+    start = time.perf_counter()
+    source = ReplayTransport(load_recording(path))
+    asyncio.run(_gathered(_async_client(source), calls[::-1]))
+    source.assert_exhausted()
+    return (time.perf_counter() - start) / len(calls)
+
+
+def _overlapping(workdir: Path, sizes: tuple[int, ...], repeats: int) -> list[Figure]:
+    """Each size with the next in the same repeats: `repeats` of them, one only with 10,000
+    calls (a pass of 10,000 calls takes minutes)."""
+    measures: dict[int, Callable[[], float]] = {}
+    for n in sizes:
+        calls = synthetic_calls(n)
+        path = record_overlapping(workdir / f"wire-overlapping-{n}.jsonl", calls)
+        measures[n] = (lambda p=path, c=calls: replay_overlapping_seconds(p, c))
+    figures, seconds = [], {}
+    for smaller, larger in itertools.pairwise(sizes):
+        times = 1 if larger >= 10_000 else repeats
+        pair = interleaved({str(smaller): measures[smaller], str(larger): measures[larger]}, times)
+        seconds.setdefault(smaller, pair.median(str(smaller)))
+        seconds[larger] = pair.median(str(larger))
+        ratio = pair.ratio(str(larger), str(smaller))
+        figures.append(Figure(11, f"wire replay of overlapping calls, per call, {larger:,} vs {smaller:,}", ratio,
+                              "x", "<= 1.5", ratio <= 1.5,
+                              f"{'median of ' + str(times) + ' paired ratios' if times > 1 else 'one paired pass'}; "
+                              f"1 is linear in the calls, about {larger // smaller} quadratic"))
+    if len(sizes) == 1:
+        seconds[sizes[0]] = measures[sizes[0]]()
+    return [Figure(11, f"wire replay of {n:,} overlapping calls, per call", seconds[n] * 1e6, "µs",
+                   note="load + asyncio.gather of AsyncOpenAI calls, all recorded in flight together, "
+                        "arriving in reverse order") for n in sizes] + figures
 
 
 def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int) -> list[Figure]:
@@ -203,6 +281,7 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
     if 10_000 in calls:
         figures.append(_vcr_bounded(workdir, calls[10_000], growth.median("plain@10000")))
     figures += _overhead(workdir, calls[sizes[0]] if smoke else calls[1_000][:300], 3 if smoke else 15)
+    figures += _overlapping(workdir, sizes, repeats)
     return figures
 
 

@@ -55,10 +55,10 @@ class UnsupportedVersion(RecordingError):
     def __init__(self, path: Path | str, line: int, version: int, supported: list[int]) -> None:
         self.path, self.line, self.version = Path(path), line, version
         self.field = "version"
-        newest = max(supported)
+        known = sorted(number for number in supported if number)
         super().__init__(
             f"{path}:{line}: version: recording format version {version} is not supported "
-            f"(expected a header with version {newest}; headerless files are version 0)"
+            f"(expected a header with version {known[0]} to {known[-1]}; headerless files are version 0)"
         )
 
 
@@ -170,13 +170,19 @@ class UnusedCalls(ReplayError):
 
 
 class RecordingExhausted(ReplayError):
+    """A call the recording holds no answer for: one beyond its last, or (`unended`) one of
+    an unfinished recording whose line was never written."""
+
     exit_code = 43
 
-    def __init__(self, path: Path | str, recorded: int) -> None:
-        self.path, self.recorded = Path(path), recorded
-        super().__init__(
-            f"{path}: call {recorded + 1} was made, but the recording holds only {recorded}"
-        )
+    def __init__(self, path: Path | str, recorded: int, *, unended: int | None = None) -> None:
+        self.path, self.recorded, self.unended = Path(path), recorded, unended
+        if unended is None:
+            said = f"call {recorded + 1} was made, but the recording holds only {recorded}"
+        else:
+            said = (f"call {unended} was made, but the recording holds no answer for it (an unfinished "
+                    "recording: its recorder stopped before the call ended, or could not write its line)")
+        super().__init__(f"{path}: {said}")
 
 
 class NetworkRefused(ReplayError):

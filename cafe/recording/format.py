@@ -28,8 +28,13 @@ FORMAT_NAME = "cafe-recording"
 FORMAT_VERSION = 1
 # A wire recording (cafe.wire): each call line also holds its HTTP exchange.
 WIRE_VERSION = 2
+# A wire recording whose call lines are in the order the calls ended, each numbered by its
+# start: what a recorder leaves in PATH.partial when a call ended before an earlier one (or
+# one could not be written). It is never committed: the writer puts the lines back in start
+# order, under version 2, first.
+UNORDERED_WIRE_VERSION = 3
 LEGACY_VERSION = 0
-SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION, WIRE_VERSION]
+SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION, WIRE_VERSION, UNORDERED_WIRE_VERSION]
 # A request carries the whole conversation so far; 16 MiB is far beyond any real shift
 # and stops a corrupt or hostile file from being parsed into memory whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024

@@ -36,6 +36,7 @@ from cafe.recording.format import (
     FORMAT_VERSION,
     LEGACY_VERSION,
     SUPPORTED_VERSIONS,
+    UNORDERED_WIRE_VERSION,
     WIRE_VERSION,
     Ending,
     Header,
@@ -268,6 +269,7 @@ class _LineReader:
         self.path = path
         self.header_model: str | None = None
         self.version = LEGACY_VERSION
+        self.numbers: set[int] = set()  # version 3: the call numbers read so far
 
     def fail(self, line: int, expected: str, found: str, field: str | None = None) -> MalformedLine:
         return MalformedLine(self.path, line, expected, found, field)
@@ -397,11 +399,29 @@ class _LineReader:
             raise self.fail(number, f"call {index} (calls are numbered in order from 1)",
                             f"call {found}" if abs(found) < 10**6 else _size(found), field="call")
 
+    def unordered_call_number(self, obj: dict[str, Any], number: int) -> int:
+        """A version 3 line's call number: any call's, once (the lines are in the order the
+        calls ended, and a call that never ended has none)."""
+        found = obj.get("call")
+        if type(found) is not int:
+            raise self.fail(number, "a positive integer call number", _found(obj, "call"), field="call")
+        if not 1 <= found <= MAX_UNIX_NANO:
+            raise self.fail(number, "a positive integer call number",
+                            f"call {found}" if abs(found) < 10**6 else _size(found), field="call")
+        if found in self.numbers:
+            raise self.fail(number, "a call number no earlier line holds", f"call {found} again", field="call")
+        self.numbers.add(found)
+        return found
+
     def wire_call(self, obj: dict[str, Any], number: int, index: int, held: dict[str, bytes]) -> RecordedCall:
         """A version 2 line: `request` is the JSON body as sent (or null when it was not a
         JSON object), `response` the JSON body answered or assembled from the stream (or
-        null), and `exchange` the rest of the HTTP exchange."""
-        self.call_number(obj, number, index)
+        null), and `exchange` the rest of the HTTP exchange. A version 3 line is the same,
+        numbered by its call's start whatever its place in the file."""
+        if self.version == UNORDERED_WIRE_VERSION:
+            index = self.unordered_call_number(obj, number)
+        else:
+            self.call_number(obj, number, index)
         request, response = obj.get("request"), obj.get("response")
         if request is not None and not isinstance(request, dict):
             raise self.fail(number, "an object or null", _kind(request), field="request")
@@ -665,6 +685,8 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
         calls.append(reader.call(obj, number, len(calls) + 1, legacy, held))
     if header is None:
         raise NotARecording(path, "the file is empty")
+    if header.version == UNORDERED_WIRE_VERSION:
+        calls.sort(key=lambda call: call.index)  # into start order, as a replay serves them
     return Recording(path, header, calls, ending, truncated)
 
 

@@ -3,8 +3,13 @@
 The lines go to a new file beside the target, `PATH.partial`, created 0600 and never
 opened if anything is already there (it holds customer conversations); the complete
 recording is renamed to `PATH` in one step, so a reader, or a second recorder, never sees
-half of one. Every line goes through `_write_line`, the one place that scrubs, so no write
-path can skip it.
+half of one. Every line goes through `_encoded_line`, the one place that scrubs, so no
+write path can skip it.
+
+A call's line is written when the call ends, numbered by its start: while every line is the
+next number, the file is the recording as it will be committed; the first line out of that
+order turns the header's version to 3 (calls in the order they ended), and `commit` puts
+the lines back in start order under the version 2 header before the rename.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import gc
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -26,7 +32,14 @@ from cafe.jsondata import json_document
 from cafe.privacy import Scrubber
 from cafe.recording import format as _format
 from cafe.recording.errors import MalformedLine, RecordingDisabled, RecordingError, RecordingExists
-from cafe.recording.format import FORMAT_NAME, Ending, Header, RecordedCall, Timing
+from cafe.recording.format import (
+    FORMAT_NAME,
+    UNORDERED_WIRE_VERSION,
+    Ending,
+    Header,
+    RecordedCall,
+    Timing,
+)
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import check_header
 
@@ -35,6 +48,8 @@ _WHAT = "the recording"
 # Line fields the writer fills from constants, clocks, counters and digests: never text.
 _FORMAT_VALUES = frozenset({"format", "version", "recorded_at", "clock_origin_unix_nano", "seed",
                             "call", "timing", "model_calls", "transcript_sha256"})
+# How the writer's call line begins: its keys are sorted, and "call" sorts first.
+_CALL_LINE_START = b'{"call":'
 
 
 def partial_path(path: Path) -> Path:
@@ -160,7 +175,7 @@ def _create_partial(path: Path) -> IO[bytes]:
                   f"was interrupted and left its calls there (replay them with "
                   f"`cafe replay {partial} --allow-truncated`, or remove it)", what=_WHAT
         ) from None
-    return os.fdopen(descriptor, "wb")
+    return os.fdopen(descriptor, "wb", buffering=0)  # written a whole line a call (`_append`)
 
 
 class RecordingWriter:
@@ -185,17 +200,23 @@ class RecordingWriter:
         self._durable = durable
         _check_readable(self.path, header)
         check_target(self.path, self._mode)
+        self._header = header
         self._file = _create_partial(self.path)
+        self._size = 0  # bytes of whole lines written
         self.calls = 0
         self.lines = 0
         self.committed = False
+        # The number the next call line must hold for the file to stay in start order.
+        self._next_in_order = 1
+        self.in_start_order = True
         try:
-            self._write_line(header.to_json())
+            self._header_line = self._encoded_line(header.to_json(), None, "line 1")
+            self._append(self._header_line, "line 1")
         except BaseException:
             self.abort()
             raise
 
-    def _serialise(self, obj: dict[str, Any]) -> bytes:
+    def _serialise(self, obj: dict[str, Any], where: str) -> bytes:
         fast = _orjson_line(obj)
         if fast is not None:
             return fast
@@ -203,12 +224,12 @@ class RecordingWriter:
             text = json.dumps(obj, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=_COMPACT)
         except ValueError:
             raise RecordingError(
-                f"{self.path}: line {self.lines + 1} cannot be recorded: it holds NaN or an "
+                f"{self.path}: {where} cannot be recorded: it holds NaN or an "
                 "infinite number, which JSON cannot represent"
             ) from None
         except TypeError as error:
             raise RecordingError(
-                f"{self.path}: line {self.lines + 1} cannot be recorded: {error}"
+                f"{self.path}: {where} cannot be recorded: {error}"
             ) from None
         try:
             return text.encode("utf-8")
@@ -217,29 +238,61 @@ class RecordingWriter:
             text = json.dumps(obj, ensure_ascii=True, sort_keys=True, allow_nan=False, separators=_COMPACT)
             return text.encode("ascii")
 
-    def _write_line(self, obj: dict[str, Any], scrubber: Scrubber | None = None) -> None:
-        """The one place a line is written: serialised, its strings scrubbed, written whole.
-        `scrubber` (one made by `with_literals` from this writer's) also scrubs the secrets of
-        this line's own request."""
+    def _encoded_line(self, obj: dict[str, Any], scrubber: Scrubber | None, where: str) -> bytes:
+        """The one place a line is made: serialised, its strings scrubbed, checked against the
+        reader's bound. `scrubber` (one made by `with_literals` from this writer's) also
+        scrubs the secrets of this line's own request; `where` names the line in an error."""
         scrubber = scrubber or self._scrubber
         obj = _wholes_scrubbed(obj, scrubber)
-        data = self._serialise(obj)
+        data = self._serialise(obj, where)
         if scrubber.may_need_scrubbing(data):
-            data = self._serialise(self._scrub_line(obj, scrubber))
+            data = self._serialise(self._scrub_line(obj, scrubber), where)
         limit = _format.MAX_LINE_BYTES
         if len(data) > limit:
             # The reader refuses such a line: written, it would make a recording no replay reads.
-            raise RecordingError(f"{self.path}: line {self.lines + 1} cannot be recorded: it would be longer "
-                                 f"than a recording's line may be (at most {limit} bytes)")
+            raise RecordingError(f"{self.path}: {where} cannot be recorded: its line would be {len(data)} bytes, "
+                                 f"longer than a recording's line may be (at most {limit} bytes)")
+        return data
+
+    def _append(self, data: bytes, where: str) -> None:
+        """Write one made line whole (and fsync it when durable). A line that cannot be
+        written whole (the disk is full, a quota or file size limit is reached) is cut off
+        again, so the file holds whole lines only and a later line may still be written."""
+        line = memoryview(data + b"\n")
+        descriptor = self._file.fileno()
         try:
-            self._file.write(data + b"\n")
-            self._file.flush()
+            while line:
+                line = line[os.write(descriptor, line):]
+            if self._durable:
+                os.fsync(descriptor)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.ftruncate(descriptor, self._size)
+                os.lseek(descriptor, self._size, os.SEEK_SET)
+            raise RecordingError(f"{self.path}: {where} could not be written to {self.partial} "
+                                 f"({reason(error)})") from None
+        self._size += len(data) + 1
+        self.lines += 1
+
+    def _write_line(self, obj: dict[str, Any], scrubber: Scrubber | None = None) -> None:
+        where = f"line {self.lines + 1}"
+        self._append(self._encoded_line(obj, scrubber, where), where)
+
+    def _leave_start_order(self) -> None:
+        """Turn the header's version to 3 before the first line out of start order is
+        written, so that no reader takes the file for a recording in start order. The header
+        is rewritten in place: only its version's digit differs."""
+        unordered = self._encoded_line({**self._header.to_json(), "version": UNORDERED_WIRE_VERSION}, None, "line 1")
+        if len(unordered) != len(self._header_line):  # pragma: no cover - a version is one digit
+            raise RecordingError(f"{self.path}: the header cannot be marked unordered in place")
+        try:
+            os.pwrite(self._file.fileno(), unordered, 0)
             if self._durable:
                 os.fsync(self._file.fileno())
-        except OSError as error:  # the disk is full, a quota or file size limit is reached
-            raise RecordingError(f"{self.path}: line {self.lines + 1} could not be written to {self.partial} "
+        except OSError as error:
+            raise RecordingError(f"{self.path}: line 1 could not be written to {self.partial} "
                                  f"({reason(error)})") from None
-        self.lines += 1
+        self.in_start_order = False
 
     def _scrub_line(self, obj: dict[str, Any], scrubber: Scrubber) -> dict[str, Any]:
         """Every string value scrubbed but the format's own: the values the writer makes
@@ -264,13 +317,24 @@ class RecordingWriter:
         return self._scrubber.scrub_json(json_document(value))
 
     def write_call(self, request: dict[str, Any] | None, response: dict[str, Any] | None, timing: Timing | None,
-                   exchange: dict[str, Any] | None = None, *, scrubber: Scrubber | None = None) -> None:
+                   exchange: dict[str, Any] | None = None, *, scrubber: Scrubber | None = None,
+                   number: int | None = None, where: str | None = None) -> None:
         """One call's line; `scrubber`, made by `with_literals` from this writer's, also
-        scrubs secrets of this call alone (the API key its request carried)."""
+        scrubs secrets of this call alone (the API key its request carried). `number` is the
+        call's number in start order (default: the next one); a line written out of that
+        order makes the file version 3 until `commit` orders it. `where` names the call in
+        an error (default: its line)."""
+        number = self._next_in_order if number is None else number
+        where = where or f"line {self.lines + 1}"
         # Counted once written: a call whose line failed is not among those kept.
-        call = RecordedCall(self.calls + 1, self.calls + 2, request, response, timing,  # type: ignore[arg-type]
+        call = RecordedCall(number, self.lines + 1, request, response, timing,  # type: ignore[arg-type]
                             exchange=exchange)
-        self._write_line(call.to_json(), scrubber)
+        data = self._encoded_line(call.to_json(), scrubber, where)
+        if number != self._next_in_order and self.in_start_order:
+            self._leave_start_order()
+        self._append(data, where)
+        if number == self._next_in_order:
+            self._next_in_order += 1
         self.calls += 1
 
     def write_end(self, ending: Ending) -> None:
@@ -282,9 +346,10 @@ class RecordingWriter:
         if self.committed or self._file.closed:
             return
         try:
-            self._file.flush()
             os.fsync(self._file.fileno())  # the rename must not outlive the lines it publishes
             self._file.close()
+            if not self.in_start_order:
+                self._put_in_start_order()
         except OSError as error:
             raise RecordingError(f"{self.path}: the recording could not be completed in {self.partial} "
                                  f"({reason(error)})") from None
@@ -301,11 +366,43 @@ class RecordingWriter:
             raise Unwritable(self.path, f"{reason(error)} (kept at {self.partial})", what=_WHAT) from None
         self.committed = True
 
+    def _put_in_start_order(self) -> None:
+        """Replace `PATH.partial` by its lines in start order under the version 2 header:
+        the recording every reader reads. Written beside it and renamed over it, so the
+        partial is whole at every moment; an end line stays last."""
+        placed: list[tuple[int, int, int]] = []  # (call number, offset, length) of each call line
+        ends: list[tuple[int, int]] = []
+        with open(self.partial, "rb") as source:
+            offset = len(source.readline())
+            for line in source:
+                if line.startswith(_CALL_LINE_START):
+                    number = int(line[len(_CALL_LINE_START):line.index(b",", len(_CALL_LINE_START))])
+                    placed.append((number, offset, len(line)))
+                else:
+                    ends.append((offset, len(line)))
+                offset += len(line)
+            placed.sort()
+            descriptor, temporary = tempfile.mkstemp(dir=self.partial.parent, prefix=f".{self.partial.name}.",
+                                                     suffix=".ordering")
+            try:
+                with os.fdopen(descriptor, "wb") as ordered:
+                    ordered.write(self._header_line + b"\n")
+                    for start, length in [(start, length) for _, start, length in placed] + ends:
+                        source.seek(start)
+                        ordered.write(source.read(length))
+                    ordered.flush()
+                    os.fsync(ordered.fileno())
+                os.replace(temporary, self.partial)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+                raise
+        self.in_start_order = True
+
     def abort(self) -> Path | None:
         """The recording did not finish: `PATH` is left as it was. The partial file is kept
         (and returned) when it holds at least one call, else removed."""
         if not self._file.closed:
-            # A write that failed (a full disk) leaves its bytes buffered: closing retries them.
             with contextlib.suppress(OSError):
                 self._file.close()
         if self.committed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -11,8 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber
-from cafe.recording.errors import OtherProcessCall
+from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
+from cafe.recording.errors import OtherProcessCall, RecordingError
 from cafe.recording.format import WIRE_VERSION, Header, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.writer import RecordingWriter
@@ -28,6 +29,7 @@ from cafe.wire._exchange import (
     recorded_response_headers,
     request_body,
 )
+from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._types import CallOutcome, WireRequest, WireResponse, header_value
 
 _QUERY_PAIR = re.compile(r"([^&=]*)=([^&]*)")
@@ -91,12 +93,18 @@ def exchange_line(request: WireRequest, response: WireResponse | None, chunks: l
 
 
 class WireRecorder:
-    """Records every call it hears to `path`, one version 2 line a call, in the order the
-    calls started (a call that ends before an earlier one waits for it: concurrent calls
-    keep their start order), through `RecordingWriter`: `PATH.partial` created 0600, every
-    line scrubbed (the request's own credentials too, wherever they appear), renamed into
-    place by `close()`. `clock` (monotonic, ns) places call starts on the wall clock from
-    `wall_clock_ns`'s reading at the start; durations and chunk offsets are the transport's.
+    """Records every call it hears to `path`, one version 2 line a call numbered in the order
+    the calls started, through `RecordingWriter`: `PATH.partial` created 0600, every line
+    scrubbed (the request's own credentials too, wherever they appear), renamed into place
+    by `close()`. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is not kept.
+
+    Each line is written when its call ends, so every call that ended is on disk whatever
+    happens to the program (a call that ends before an earlier one makes the partial version
+    3 until `close()` puts it in start order). A call whose line cannot be written fails with
+    a `RecordingError` naming it, and `close()` then raises again rather than complete a
+    recording that lacks it, keeping the calls recorded in `PATH.partial`. `clock`
+    (monotonic, ns) places call starts on the wall clock from `wall_clock_ns`'s reading at
+    the start; durations and chunk offsets are the transport's.
 
     The recording belongs to the process that made the recorder: in a child forked from it, a
     call is refused (`OtherProcessCall`), and neither the calls it inherited open nor
@@ -122,9 +130,8 @@ class WireRecorder:
                                       durable=durable)
         self._lock = threading.Lock()
         self._started = 0
-        self._ended: dict[int, tuple[Any, Any, Timing, dict[str, Any], Scrubber | None]] = {}
         self._open: dict[int, _RecordedCall] = {}
-        self._written = 0
+        self._unrecorded: list[RecordingError] = []  # the calls whose lines could not be written
         self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
         self._process = _forks.process()
 
@@ -135,14 +142,16 @@ class WireRecorder:
     @property
     def calls(self) -> int:
         """How many calls are written."""
-        return self._written
+        return self.writer.calls
 
     def __repr__(self) -> str:
-        return f"WireRecorder(path={str(self.path)!r}, calls={self._written})"
+        return f"WireRecorder(path={str(self.path)!r}, calls={self.writer.calls})"
 
-    def start(self, request: WireRequest) -> _RecordedCall:
+    def start(self, request: WireRequest) -> _RecordedCall | None:
         if _forks.forks != self._process:
             raise OtherProcessCall(self.path, os.getpid())
+        if telemetry_upload(request.method, request.target) is not None:
+            return None  # an SDK's upload of its own telemetry is not a model call
         with self._lock:
             self._started += 1
             call = _RecordedCall(self, self._started, request, self._unix_nano(self._clock()))
@@ -174,22 +183,43 @@ class WireRecorder:
         # The start on this recorder's own clock (the transport's may be another), the
         # duration from the transport's readings.
         timing = Timing(call.start_unix_nano, max(outcome.at_ns - request.started_ns, 0))
+        where = f"call {call.number}"
         with self._lock:
             self._open.pop(call.number, None)
-            self._ended[call.number] = (body, answer, timing, exchange, scrubber)
-            while self._written + 1 in self._ended:
-                line = self._ended.pop(self._written + 1)
-                self._written += 1
-                self.writer.write_call(line[0], line[1], line[2], exchange=line[3], scrubber=line[4])
+            try:
+                self.writer.write_call(body, answer, timing, exchange=exchange, scrubber=scrubber,
+                                       number=call.number, where=where)
+            except RecordingError as error:
+                refusal = self._named(error, where, request)
+                self._unrecorded.append(refusal)
+                raise refusal from None
+
+    def _named(self, error: RecordingError, where: str, request: WireRequest) -> RecordingError:
+        """The writer's refusal of a call's line, naming the call by its method and path too."""
+        said, prefix = str(error), f"{self.path}: {where} "
+        if not said.startswith(prefix):
+            return error
+        path = structure_scrubber().scrub(request.path)
+        return RecordingError(f"{self.path}: {where} ({request.method} {path}) {said[len(prefix):]}")
 
     def close(self) -> None:
         """End the calls still open as read so far (closed early), and move the recording
-        into place."""
+        into place; when a call's line could not be written, raise instead (`RecordingError`
+        naming the first such call), keeping the calls recorded in `PATH.partial`."""
         if _forks.forks != self._process:
             return
         for call in list(self._open.values()):
-            call.end(CallOutcome.closed_early(self._clock()))
-        self.writer.commit()
+            with contextlib.suppress(RecordingError):  # kept in `_unrecorded`, raised below
+                call.end(CallOutcome.closed_early(self._clock()))
+        if not self._unrecorded:
+            self.writer.commit()
+            return
+        first, others = self._unrecorded[0], len(self._unrecorded) - 1
+        more = f" (and {others} more call(s))" if others else ""
+        kept = self.writer.abort()
+        where = f"; the {self.writer.calls} call(s) recorded are kept in {kept}" if kept else ""
+        raise RecordingError(f"{first}{more}, so the recording is incomplete and {self.path} was not "
+                             f"written{where}")
 
     def abort(self) -> Path | None:
         """Leave the path as it was; returns where the calls recorded so far are kept."""

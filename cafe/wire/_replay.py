@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import json
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +36,7 @@ from cafe.wire._exchange import credential_values, json_object, payload, payload
 from cafe.wire._multipart import described_bytes, parts_difference
 from cafe.wire._recorder import recorded_target
 from cafe.wire._scrub import multipart_of, scrubbed_body
+from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._transport import _headers
 
 _ENCODED_REDACTED = quote(REDACTED)
@@ -57,6 +62,66 @@ def checked_ignore(path: Path, ignore: Sequence[str]) -> tuple[str, ...]:
 
 def _end_ns(call: RecordedCall) -> int | None:
     return None if call.timing is None else call.timing.start_unix_nano + call.timing.duration_ns
+
+
+_NEVER = 2**64  # later than any recorded end (those end by 2**63 - 1)
+
+
+def _window_ends(calls: Sequence[RecordedCall]) -> list[int]:
+    """For each call, where the calls recorded in flight with it end: the first later
+    position that starts at or after its end (or has no timing), or `len(calls)`. Made in one
+    pass from the last call back, keeping the later calls each of which starts after every
+    one between it and the current position (their starts grow away from it): the first that
+    starts at or after an end is found among them by bisection."""
+    # A call without timing starts after every end: no window reaches past it.
+    starts = [_NEVER if call.timing is None else call.timing.start_unix_nano for call in calls]
+    ends = [len(calls)] * len(calls)
+    rising: list[int] = []  # positions, the nearest last; their starts fall towards the end
+    for position in range(len(calls) - 1, -1, -1):
+        end = _end_ns(calls[position])
+        if end is None:
+            ends[position] = position + 1
+        else:
+            reached = bisect.bisect_right(rising, -end, key=lambda later: -starts[later])
+            if reached:
+                ends[position] = rising[reached - 1]
+        while rising and starts[rising[-1]] <= starts[position]:
+            rising.pop()
+        rising.append(position)
+    return ends
+
+
+def _numbers_by_value(value: Any) -> Any:
+    """`value` with each float that is a whole number made an int: JSON has one number type,
+    and matching takes `1.0` for `1` (never `true`)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {key: _numbers_by_value(item) for key, item in value.items()}
+    if kind is list:
+        return [_numbers_by_value(item) for item in value]
+    return value
+
+
+def body_key(normalised: dict[str, Any]) -> bytes:
+    """A normalised body as bytes that two bodies share whenever matching takes them for
+    the same (`first_difference` finds no difference): keys sorted, numbers by value. (Equal
+    values are written alike: by orjson, or where it refuses one, an integer beyond 64 bits
+    or a lone surrogate, by `json`.)"""
+    value = _numbers_by_value(normalised)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, sort_keys=True).encode("ascii")
+
+
+def _unserved_between(positions: deque[int], served: list[bool], first: int, end: int) -> Iterator[int]:
+    for position in positions:
+        if position >= end:
+            return
+        if position > first and not served[position]:
+            yield position
 
 
 class _ReplayedStream(httpx2.SyncByteStream, httpx2.AsyncByteStream):
@@ -95,6 +160,11 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
     kept in `failure` and repeated to every later request (an SDK's retry must not be
     matched against the next call), since an SDK may wrap it in an error of its own.
 
+    A request that is not the next call is looked up among the overlapping ones by its
+    normalised body (`body_key`), so matching N concurrent calls in any order takes work in
+    proportion to N. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is
+    answered as its service answers it, never matched nor counted.
+
     The replay belongs to the process that made it: in a child forked from it, a request is
     refused (`OtherProcessCall`) and `assert_exhausted()` leaves the check to the parent."""
 
@@ -110,9 +180,17 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                                  f"{self.recording.header.version}); replay it with `cafe replay {path}`")
         self._ignore = checked_ignore(path, ignore)
         self._scrubber = scrubber or Scrubber.from_environment()
-        self._calls = self.recording.calls
+        # Telemetry uploads that a recorder of an earlier cafe kept are no calls to make.
+        self._calls = [call for call in self.recording.calls if not _is_telemetry(call)]
         self._served = [False] * len(self._calls)
         self._next = 0
+        # The lookup of a request among the calls in flight with the next one, made as far as
+        # a request arriving out of its recorded order needs it: the calls by normalised body,
+        # and those whose body is not JSON (compared one by one).
+        self._window_ends: list[int] | None = None
+        self._by_body: dict[bytes, deque[int]] = {}
+        self._unkeyed: deque[int] = deque()
+        self._indexed = 0
         self._lock = threading.Lock()
         self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
         self.served = 0
@@ -132,11 +210,17 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         request.read()
+        upload = telemetry_upload(request.method, request.url.raw_path.decode("ascii", "replace"))
+        if upload is not None:
+            return upload.answer()
         return self._answer(self._take(request))
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         await request.aread()
         # No await from here on: concurrent tasks are matched one at a time.
+        upload = telemetry_upload(request.method, request.url.raw_path.decode("ascii", "replace"))
+        if upload is not None:
+            return upload.answer()
         return self._answer(self._take(request))
 
     def close(self) -> None:
@@ -176,37 +260,100 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             known = self._scrubbers[secrets] = self._scrubber.with_literals(secrets)
         return known
 
-    def _window(self) -> list[int]:
-        """The next unserved call, and the unserved ones recorded in flight with it."""
-        first = self._calls[self._next]
-        window = [self._next]
-        end = _end_ns(first)
-        if end is None:
-            return window
-        for position in range(self._next + 1, len(self._calls)):
-            timing = self._calls[position].timing
-            if timing is None or timing.start_unix_nano >= end:
-                break
-            if not self._served[position]:
-                window.append(position)
-        return window
-
     def _match(self, request: httpx2.Request) -> int:
+        """The position of the recorded call `request` is: the next unserved one, or else the
+        first, in recorded order, of the unserved ones recorded in flight with it that it
+        matches."""
         if self._next >= len(self._calls):
             exhausted = RecordingExhausted(self.path, len(self._calls))
             exhausted.served = self.served
             raise exhausted
         incoming = _Incoming(request, self._scrubber_for(request))
-        window = self._window()
-        for position in window:
-            if self._difference(self._calls[position], incoming) is None:
-                return position
-        expected = self._calls[window[0]]
-        where, recorded, offered = self._difference(expected, incoming) or ((), "?", "?")
-        mismatch = ReplayMismatch(self.path, expected.index, where, recorded, offered)
+        first = self._next
+        difference = self._difference(self._calls[first], incoming)
+        if difference is None:
+            return first
+        if self._window_ends is None:
+            self._window_ends = _window_ends(self._calls)
+        end = self._window_ends[first]
+        if end > first + 1:
+            found = self._first_match(incoming, first, end)
+            if found is not None:
+                return found
+        expected = self._calls[first]
+        unended = self._unended_before(expected.index)
+        if unended is not None:
+            exhausted = RecordingExhausted(self.path, len(self._calls), unended=unended)
+            exhausted.incoming_request, exhausted.served = incoming.scrubbed_body(), self.served
+            exhausted.on_wire = True
+            raise exhausted
+        mismatch = ReplayMismatch(self.path, expected.index, *difference)
         mismatch.incoming_request, mismatch.served = incoming.scrubbed_body(), self.served
         mismatch.on_wire = True
         raise mismatch
+
+    def _first_match(self, incoming: _Incoming, first: int, end: int) -> int | None:
+        """The first unserved position after `first` and before `end` whose call `incoming`
+        matches: compared only with the calls of its normalised body, and those whose body
+        is not JSON."""
+        self._index_until(first, end)
+        groups = [self._unkeyed]
+        key = self._incoming_key(incoming)
+        if key is not None and key in self._by_body:
+            groups.append(self._by_body[key])
+        for positions in groups:
+            while positions and self._served[positions[0]]:
+                positions.popleft()
+        candidates: Iterable[int] = heapq.merge(*(_unserved_between(positions, self._served, first, end)
+                                                  for positions in groups))
+        for position in candidates:
+            if self._difference(self._calls[position], incoming) is None:
+                return position
+        return None
+
+    def _index_until(self, first: int, end: int) -> None:
+        """Put the calls up to `end` in the lookup. Those up to `first` are never needed:
+        they are served, or `first` itself, which is always compared before the lookup."""
+        for position in range(max(self._indexed, first + 1), end):
+            key = self._recorded_key(self._calls[position])
+            if key is None:
+                self._unkeyed.append(position)
+            else:
+                self._by_body.setdefault(key, deque()).append(position)
+        self._indexed = max(self._indexed, end)
+
+    def _recorded_key(self, recorded: RecordedCall) -> bytes | None:
+        """The `body_key` of a recorded call's body as `_difference` compares it, or None when
+        it is compared as bytes (its body was not a JSON object)."""
+        exchange = recorded.exchange or {}
+        if exchange.get("request_body") is not None:
+            return None
+        if "request_json" in exchange:
+            body = exchange.get("request_json") or {}
+        else:
+            held = encoded(recorded, "request")
+            body = decode_held(held) if held is not None else recorded.request
+        return body_key(normalise(body, self._ignore))
+
+    def _incoming_key(self, incoming: _Incoming) -> bytes | None:
+        """The `body_key` a recorded call must have to match `incoming`, or None when only a
+        call compared as bytes may (an incoming body that is not a JSON object, and not empty:
+        an empty one matches a call recorded with an empty JSON body, or none)."""
+        if incoming.body is None:
+            return body_key(normalise({}, self._ignore)) if not incoming.raw else None
+        return body_key(normalise(incoming.scrubbed_body(), self._ignore))
+
+    def _unended_before(self, number: int) -> int | None:
+        """The first call number below `number` the recording holds no line for (an
+        unfinished recording's call that never ended), if any."""
+        expected = 1
+        for call in self._calls:
+            if call.index >= number:
+                break
+            if call.index != expected:
+                return expected
+            expected += 1
+        return expected if expected < number else None
 
     def _difference(self, recorded: RecordedCall, incoming: _Incoming) -> tuple[JsonPath | str, str, str] | None:
         """Where the incoming request first differs from `recorded` (the JSON path's steps, or
@@ -305,6 +452,11 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                              f"line {first.line}: {structure_scrubber().scrub(summary)}")
         unused.served = self.served
         raise unused
+
+
+def _is_telemetry(call: RecordedCall) -> bool:
+    exchange = call.exchange or {}
+    return telemetry_upload(str(exchange.get("method")), str(exchange.get("target", ""))) is not None
 
 
 class _Incoming:

@@ -21,6 +21,7 @@ from cafe.recording import (
     load_recording,
 )
 from cafe.recording import format as recording_format
+from cafe.recording.format import SUPPORTED_VERSIONS
 from tests.recording.helpers import (
     CUSTOMER_TEXT,
     call,
@@ -65,7 +66,8 @@ CASES = [
     Case("version missing", dump({k: v for k, v in H.items() if k != "version"}), MalformedLine, 1, "version"),
     Case("version as string", dump(header(version="1"), C1), MalformedLine, 1, "version"),
     Case("version as boolean", dump(header(version=True), C1), MalformedLine, 1, "version"),
-    Case("unsupported version", dump(header(version=3), C1), UnsupportedVersion, 1, "version"),
+    Case("unsupported version", dump(header(version=max(SUPPORTED_VERSIONS) + 1), C1), UnsupportedVersion, 1,
+         "version"),
     Case("version 0 with a header", dump(header(version=0), C1), UnsupportedVersion, 1, "version"),
     Case("header model wrong type", dump(header(model=42), C1), MalformedLine, 1, "model"),
     Case("header seed as string", dump(header(seed="7"), C1), MalformedLine, 1, "seed"),

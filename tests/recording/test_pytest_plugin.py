@@ -478,7 +478,8 @@ import socket
 
 import pytest
 from cafe.counter.clients.canned import CannedClient
-from cafe.recording import NetworkRefused, ReplayClient
+from cafe.counter import ReplayClient
+from cafe.recording import NetworkRefused
 
 REACHED = []
 

@@ -177,3 +177,37 @@ def test_each_plain_call_exports_with_its_own_model_the_line_before_the_response
     written = (tmp_path / "two.otlp").read_bytes()
     assert b"chat asked-1" in written and b"chat asked-2" in written
     assert b"chat served-" not in written
+
+
+# Version 3 is what a wire recorder leaves in PATH.partial when a call ended before an earlier
+# one: its call lines are in the order the calls ended, each numbered by its start. It is
+# read in start order; a call that never ended has no line, and a number is held once.
+
+def _exchange() -> dict[str, object]:
+    return {"method": "POST", "target": "/v1/chat/completions", "outcome": "completed", "status": 200,
+            "request_headers": {}, "response_headers": {}, "body": None, "stream": None, "failure": None,
+            "request_body": None}
+
+
+def _unordered(tmp_path: Path, *numbers: object) -> Path:
+    path = tmp_path / "agent.jsonl.partial"
+    lines = [call(n if isinstance(n, int) else 1, call=n, request={"model": "m", "n": n}, response=None,
+                  exchange=_exchange()) for n in numbers]
+    path.write_bytes(dump(header(version=3, script=None, decisions=None), *lines))
+    return path
+
+
+def test_an_unordered_recording_is_read_in_start_order_with_the_calls_that_never_ended_missing(
+        tmp_path: Path) -> None:
+    loaded = load_recording(_unordered(tmp_path, 4, 2, 5))
+    assert loaded.header.version == 3
+    assert [(c.index, c.line, c.request["n"]) for c in loaded.calls] == [(2, 3, 2), (4, 2, 4), (5, 4, 5)]
+
+
+@pytest.mark.parametrize(("numbers", "found"), [((2, 2), "call 2 again"), ((1, 0), "call 0"),
+                                                 ((1, "2"), "a string of 1 characters")])
+def test_an_unordered_recording_holds_each_call_number_once(tmp_path: Path, numbers: tuple[object, ...],
+                                                             found: str) -> None:
+    with pytest.raises(MalformedLine) as caught:
+        load_recording(_unordered(tmp_path, *numbers))
+    assert caught.value.line == 3 and caught.value.field == "call" and caught.value.found == found

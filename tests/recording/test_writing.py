@@ -276,6 +276,36 @@ def test_an_output_over_an_earlier_one_keeps_it_when_the_new_one_cannot_be_writt
     assert earlier.read_bytes() == b"earlier" and sorted(p.name for p in tmp_path.iterdir()) == ["out.otlp"]
 
 
+# A line cut short by a full disk is cut off again, so the lines after it (a wire recorder
+# goes on recording the calls that follow) make a file with whole lines only.
+
+_WRITE_PAST_THE_LIMIT = """
+import sys
+from cafe.recording.errors import RecordingError
+from cafe.recording.format import WIRE_VERSION, Header
+from cafe.recording.writer import RecordingWriter
+
+writer = RecordingWriter(sys.argv[1], Header(version=WIRE_VERSION))
+exchange = {"method": "POST", "target": "/v1/chat/completions", "outcome": "completed", "status": 200}
+for number, size in ((1, 10), (2, 50_000), (3, 10)):
+    try:
+        writer.write_call({"model": "m", "text": "x" * size}, None, None, exchange, number=number)
+    except RecordingError as error:
+        print(error)
+"""
+
+
+def test_a_line_the_disk_cannot_hold_is_cut_off_again_and_later_lines_are_written_whole(tmp_path: Path) -> None:
+    path = tmp_path / "agent.jsonl"
+    done = subprocess.run(size_limited(20_000, [sys.executable, "-c", _WRITE_PAST_THE_LIMIT, str(path)]),
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{path}: line 3 could not be written to {partial_path(path)} (file too large)\n"
+    kept = load_recording(partial_path(path))
+    assert kept.header.version == 3 and [call.index for call in kept.calls] == [1, 3]
+
+
 # A recording whose header would be out of the reader's ranges (a seed beyond 64 bits, a
 # turn cap over 1,000,000) is refused before anything is written: every replay would refuse it.
 

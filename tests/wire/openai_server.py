@@ -2,11 +2,14 @@
 
 It answers plain JSON, or server-sent events when the request says `"stream": true` (with a
 usage chunk when `stream_options.include_usage` is true), counts the requests it receives,
-and can be told to fail the next requests (429, 500) or to wait before answering. Besides chat
-completions it answers the Responses API (`/v1/responses`), Anthropic's Messages API
-(`/v1/messages`), audio transcriptions (a multipart upload) and speech (a binary answer); it
-can be told what to say and how to cut a stream (`answer_with`, `split_events`), to encode its
-answers (`encode_answers`) and to require a key in the query (`require_query`).
+and can be told to fail the next requests (429, 500), to wait before answering, or to hold
+every answer until a number of requests are in (so that calls sent together are in flight
+together). Besides chat completions it answers the Responses API (`/v1/responses`),
+Anthropic's Messages API (`/v1/messages`), audio transcriptions (a multipart upload) and
+speech (a binary answer), and accepts a trace upload (`/v1/traces/ingest`, the OpenAI
+Agents SDK's) with 204 No Content, as the service does; it can be told what to say and how
+to cut a stream (`answer_with`, `split_events`), to encode its answers (`encode_answers`) and
+to require a key in the query (`require_query`).
 
     with OpenAIServer.running() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-...")
@@ -48,6 +51,8 @@ class _Plan:
     failures: list[int] = field(default_factory=list)
     delay_s: float = 0.0
     chunk_pause_s: float = 0.0
+    hold_until: int = 0
+    hold_s: float = 0.0
     answer: str | None = None  # the reply, instead of `answer_text`'s
     token_chars: int = 0  # a stream's text deltas this many characters each (0: a word each)
     tool_arguments: str | None = None  # a streamed chat reply calls a tool with these arguments
@@ -77,6 +82,7 @@ class OpenAIServer:
     def __init__(self) -> None:
         self.received: list[Received] = []
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._plan = _Plan()
         self._server: ThreadingHTTPServer | None = None
 
@@ -105,6 +111,16 @@ class OpenAIServer:
 
     def pause_between_chunks(self, seconds: float) -> None:
         self._plan.chunk_pause_s = seconds
+
+    def hold_answers_until(self, count: int, at_most_s: float = 60.0) -> None:
+        """Answer nothing until `count` requests have been received in all (or `at_most_s`
+        has passed): requests sent together are then all in flight together."""
+        self._plan.hold_until, self._plan.hold_s = count, at_most_s
+
+    def _hold(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+            self._arrived.wait_for(lambda: len(self.received) >= self._plan.hold_until, self._plan.hold_s)
 
     def answer_with(self, text: str, *, token_chars: int = 0, tool_arguments: str | None = None) -> None:
         """Say `text` (streamed `token_chars` characters an event, or a word an event), and
@@ -146,7 +162,7 @@ class OpenAIServer:
 
     @contextmanager
     def serving(self) -> Iterator[OpenAIServer]:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        httpd = _Listener(("127.0.0.1", 0), _handler_for(self))
         httpd.daemon_threads = True
         self._server = httpd
         thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="openai-server", daemon=True)
@@ -157,6 +173,11 @@ class OpenAIServer:
             httpd.shutdown()
             httpd.server_close()
             thread.join(5)
+
+
+class _Listener(ThreadingHTTPServer):
+    # Room for the connections of many calls sent at once (the default backlog is 5).
+    request_queue_size = 256
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -314,6 +335,12 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             server._note(Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            if self.path.startswith("/v1/traces/ingest"):  # the Agents SDK's traces: accepted, as the service does
+                self.send_response(204)
+                self.end_headers()
+                return
+            if server._plan.hold_until:
+                server._hold()
             path, _, query = self.path.partition("?")
             required = server._plan.required_query
             if required is not None and required not in urllib.parse.parse_qsl(query):
