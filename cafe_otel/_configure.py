@@ -44,7 +44,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
 from cafe import Tracer
-from cafe.privacy import Scrubber
+from cafe.privacy import Scrubber, structure_scrubber
 from cafe.trace import Clock, fail_soft
 from cafe_otel import semconv as sc
 from cafe_otel._config import TelemetryConfig, resolve
@@ -68,6 +68,7 @@ from cafe_otel._export.partial_success import RejectionCounter
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
 from cafe_otel._privacy import shapes as sh
+from cafe_otel._privacy.metrics import MetricsSanitiser
 from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel._spans.tracer import OTelTracer
 
@@ -343,17 +344,21 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
         "traces", settings.traces, rejections=rejections, attempts=attempts)
     target = export_target(settings.traces) if exporter is None else type(exporter).__name__
     own_shapes = dict(config.shapes)
+    shapes = {**sh.SHAPES, **own_shapes}
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
-    allowlist = (sc.METADATA_ALLOWLIST | frozenset(own_shapes)
-                 | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset()))
+    metadata = sc.METADATA_ALLOWLIST | frozenset(own_shapes)
+    allowlist = metadata | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
+    # The patterns a recording is scrubbed with: content is scrubbed with them, and no
+    # exported value (span, scope, resource, metric point) may hold what they find.
+    patterns = Scrubber(extra_patterns=list(config.scrub_patterns)) if config.scrub_patterns else structure_scrubber()
+    # A replay's bytes must not depend on a random key (golden files).
+    hash_key = REPLAY_HASH_KEY if advanced.replay else None
     sanitiser = None
     if advanced.metadata_only:
         sanitiser = SpanSanitiser(
-            allowlist, shapes={**sh.SHAPES, **own_shapes}, account=account, secrets=secrets,
-            content_scrubber=Scrubber(extra_patterns=list(config.scrub_patterns))
-            if settings.capture.enabled else None,
-            # A replay's bytes must not depend on a random key (golden files).
-            hash_key=REPLAY_HASH_KEY if advanced.replay else None)
+            allowlist, shapes=shapes, account=account, secrets=secrets,
+            content_scrubber=patterns if settings.capture.enabled else None,
+            hash_key=hash_key, secret_patterns=patterns)
     batch = BoundedBatchSpanProcessor(
         inner, account=account, target=target, export_timeout=settings.export_timeout,
         max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
@@ -396,9 +401,11 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
             explicit_exporter=metric_exporter is not None, ours=ours,
             rejected=point_rejections.take if point_rejections is not None else None,
             refused=point_rejections.take_refusal if point_rejections is not None else None,
-            attempts=point_attempts)
-        handle._metric_exporter.add_secrets(secrets)
-        handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
+            attempts=point_attempts,
+            # Anyone's instruments on the provider: the spans' allowlist and shapes (no content).
+            sanitiser=MetricsSanitiser(metadata | sc.METRIC_ATTRIBUTES, shapes=shapes, account=account, secrets=secrets,
+                                       secret_patterns=patterns, hash_key=hash_key))
+        handle._metrics = MetricsListener(ours, account=account, secrets=secrets, secret_patterns=patterns)
         handle._in_process = ours
         account.enable_metrics()
     if config.set_global:
