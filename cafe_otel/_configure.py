@@ -54,7 +54,6 @@ from cafe_otel._config.metrics import MetricSettings
 from cafe_otel._config.options import AdvancedOptions, BatchOptions, MetricsOptions
 from cafe_otel._config.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
-    GRPC,
     Settings,
     TelemetryConfigError,
     seconds_in_range,
@@ -333,8 +332,7 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     if settings.disabled or config.sampler is None or config.span_limits is None:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=advanced.replay)
     exporter = config.exporter
-    rejections = (RejectionCounter("traces", on_unreadable=account.note_error)
-                  if exporter is None and settings.protocol != GRPC else None)
+    rejections = RejectionCounter("traces", on_unreadable=account.note_error) if exporter is None else None
     if config.console:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -388,7 +386,7 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     if metric_settings is not None:
         handle.metric_settings = metric_settings
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
-                            if metric_exporter is None and metric_settings.protocol != GRPC else None)
+                            if metric_exporter is None else None)
         point_attempts = AttemptLog() if metric_exporter is None else None
         inner_metrics = (metric_exporter if metric_exporter is not None else build_exporter(
             "metrics", metric_settings.exporter, timeout=metric_settings.export_timeout,
