@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import Resource
@@ -67,6 +68,7 @@ from cafe_otel._export.partial_success import RejectionCounter
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
 from cafe_otel._privacy import shapes as sh
+from cafe_otel._privacy.logs import redact_records, redactor
 from cafe_otel._privacy.metrics import MetricsSanitiser
 from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel._spans.tracer import OTelTracer
@@ -331,6 +333,8 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     secrets = config.secrets  # read by the span sanitiser and the metrics listener both
     if settings.disabled or config.sampler is None or config.span_limits is None:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=advanced.replay)
+    # What the SDK, its exporters and gRPC log from now on is redacted as it is made.
+    redact_records(redactor(settings, config.metrics))
     exporter = config.exporter
     rejections = RejectionCounter("traces", on_unreadable=account.note_error) if exporter is None else None
     if config.console:
@@ -367,24 +371,11 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
         prepare=sanitiser,
         attempts=attempts,
     )
-    provider = TracerProvider(
-        resource=advanced.resource if advanced.resource is not None else build_resource(settings,
-                                                                                         replay=advanced.replay),
-        id_generator=advanced.id_generator,
-        sampler=config.sampler,
-        span_limits=span_limits(config.span_limits),  # every one explicit: the SDK reads none itself
-        # Our handle's shutdown is the bounded one; at exit the provider's hook finds
-        # everything already closed, or closes it within the batch processor's bound.
-        shutdown_on_exit=True,
-    )
-    for processor in advanced.extra_processors:
-        provider.add_span_processor(processor)
-    provider.add_span_processor(batch)
-    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=advanced.replay,
-                             shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
+    resource = advanced.resource if advanced.resource is not None else build_resource(settings,
+                                                                                       replay=advanced.replay)
     metric_settings, metric_exporter = config.metrics, config.metric_exporter
+    meter_provider = failsoft_metrics = ours = None
     if metric_settings is not None:
-        handle.metric_settings = metric_settings
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
                             if metric_exporter is None else None)
         point_attempts = AttemptLog() if metric_exporter is None else None
@@ -394,8 +385,8 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
             preferred_aggregation=metric_settings.preferred_aggregation(),
             rejections=point_rejections, attempts=point_attempts))
         ours = InProcessMetrics(our_scope())
-        handle.meter_provider, handle._metric_exporter = build_meter_provider(
-            metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
+        meter_provider, failsoft_metrics = build_meter_provider(
+            metric_settings, resource=resource, account=account, inner=inner_metrics,
             explicit_exporter=metric_exporter is not None, ours=ours,
             rejected=point_rejections.take if point_rejections is not None else None,
             refused=point_rejections.take_refusal if point_rejections is not None else None,
@@ -403,6 +394,27 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
             # Anyone's instruments on the provider: the spans' allowlist and shapes (no content).
             sanitiser=MetricsSanitiser(metadata | sc.METRIC_ATTRIBUTES, shapes=shapes, account=account, secrets=secrets,
                                        secret_patterns=patterns, hash_key=hash_key))
+    provider = TracerProvider(
+        resource=resource,
+        id_generator=advanced.id_generator,
+        sampler=config.sampler,
+        span_limits=span_limits(config.span_limits),  # every one explicit: the SDK reads none itself
+        # Our handle's shutdown is the bounded one; at exit the provider's hook finds
+        # everything already closed, or closes it within the batch processor's bound.
+        shutdown_on_exit=True,
+        # Explicit, so that no tracer asks the global one (which OTEL_PYTHON_METER_PROVIDER
+        # would have the API load, and fail on): its own metrics, when the SDK is told to keep
+        # them, go where ours go.
+        meter_provider=meter_provider if meter_provider is not None else NoOpMeterProvider(),
+    )
+    for processor in advanced.extra_processors:
+        provider.add_span_processor(processor)
+    provider.add_span_processor(batch)
+    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=advanced.replay,
+                             shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
+    if metric_settings is not None and ours is not None:
+        handle.metric_settings = metric_settings
+        handle.meter_provider, handle._metric_exporter = meter_provider, failsoft_metrics
         handle._metrics = MetricsListener(ours, account=account, secrets=secrets, secret_patterns=patterns)
         handle._in_process = ours
         account.enable_metrics()
@@ -419,13 +431,15 @@ def _make_global(handle: TelemetryHandle) -> None:
     a process, and overriding one would log a warning and change nothing."""
     from opentelemetry import metrics as otel_metrics
     from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_state
 
     with _GLOBAL_LOCK:
-        if handle.provider is None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # Whether one is set is read from the API's own state: `get_tracer_provider()` would,
+        # with OTEL_PYTHON_TRACER_PROVIDER set, load and set that one first (or fail to).
+        if handle.provider is None or trace._TRACER_PROVIDER is not None:
             return
         trace.set_tracer_provider(handle.provider)
-        unset_meters = type(otel_metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
-        if handle.meter_provider is not None and unset_meters:
+        if handle.meter_provider is not None and metrics_state._METER_PROVIDER is None:
             otel_metrics.set_meter_provider(handle.meter_provider)
         handle.is_global = True
         _GLOBAL[:] = [handle]
