@@ -11,7 +11,8 @@ TracerProvider, on the same resource, whose periodic reader exports through
 makes feeds a `MetricsListener`. Both signals' losses are in the one account, and
 `shutdown` bounds both together.
 Settings come from explicit arguments first, then the `OTEL_*` variables of `environ`
-(os.environ at call time), then defaults.
+(os.environ at call time), then defaults. From the first enabled handle on, what the SDK, its
+exporters, gRPC and cafe_otel log is redacted as it is made (`cafe_otel._privacy.logs`).
 
 The handle's providers become the global ones (`set_global=True`, the default) when no
 global provider is set yet, so that any other instrumentation reports through the same

@@ -67,6 +67,7 @@ from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals
 if TYPE_CHECKING:
     from cafe.wire import CallOutcome, WireLayer, WireRequest, WireResponse
     from cafe_otel._configure import TelemetryHandle
+    from cafe_otel._privacy.logs import ExporterLogCapture
 
 WallClock = Callable[[], int]
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a JSON answer larger than this is not read for metadata
@@ -801,7 +802,7 @@ class _ZeroCode:
         self.lock = threading.Lock()
         self.handle: TelemetryHandle | None = None
         self.off = False  # telemetry is off (its line was printed): nothing to instrument
-        self.logs: Any = None  # the ExporterLogCapture holding the loggers' records
+        self.logs: ExporterLogCapture | None = None  # holding the loggers' records
 
     def hold_logs(self, *, debug: bool) -> None:
         if self.logs is not None:
@@ -891,11 +892,11 @@ class CafeDistro(BaseDistro):  # type: ignore[misc]
                 return None  # another configurator, chosen on purpose: its pipeline, its output
             _ZERO_CODE.hold_logs(debug=launcher.debug)  # the loader's own warning, quoting the value
             with _ZERO_CODE.lock:
-                _ZERO_CODE.telemetry_off(
-                    f"{OTEL_PYTHON_CONFIGURATOR} is empty, and opentelemetry-instrument then loads no configurator"
-                    if not chosen.strip() else
-                    f"{OTEL_PYTHON_CONFIGURATOR} names no installed configurator (the value is not shown; "
-                    f"installed: {', '.join(installed) or 'none'})")
+                what = ("is empty, and opentelemetry-instrument then loads no configurator" if not chosen.strip()
+                        else f"names no installed configurator (the value is not shown; installed: "
+                             f"{', '.join(installed) or 'none'})")
+                _ZERO_CODE.telemetry_off(f"{OTEL_PYTHON_CONFIGURATOR} {what}; unset it, or set it to "
+                                         f"{CONFIGURATOR_NAME}")
             return None
         _ZERO_CODE.hold_logs(debug=launcher.debug)
         return None

@@ -306,3 +306,17 @@ def test_each_of_our_variables_hostile_is_refused_by_name_or_taken() -> None:
                 text = str(error)
                 assert "OTEL_" in text, (name, kind, text)  # it names what to fix
                 assert "\n" not in text and "\x1b" not in text and "\x07" not in text, (name, kind, text)
+
+
+@pytest.mark.parametrize("value", ["", "cafe-otel", "\x1b[31mred"])
+def test_a_configurator_variable_that_loads_none_says_so_and_how_to_load_ours(
+        tmp_path: Path, receiver: Receiver, value: str) -> None:
+    base = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    refused = _instrumented(tmp_path, {**base, "OTEL_PYTHON_CONFIGURATOR": value})
+    assert refused.returncode == 0 and refused.stdout == "ran\n"
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("cafe-otel: telemetry is off: OTEL_PYTHON_CONFIGURATOR ")
+    assert line.endswith("; unset it, or set it to cafe_otel") and "\x1b" not in line
+    # The remedy works: named, our configurator loads, and the span leaves.
+    taken = _instrumented(tmp_path, {**base, "OTEL_PYTHON_CONFIGURATOR": "cafe_otel"})
+    assert taken.stderr.startswith("cafe-otel: telemetry: 1 spans exported, 0 dropped"), taken.stderr
