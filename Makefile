@@ -36,9 +36,11 @@ e2e: $(STAMP) binaries
 	CAFE_E2E_STRICT=1 $(BIN)/python -m pytest -m e2e tests
 
 ## The local stack without Docker: the built Collector and Jaeger (Badger) on 127.0.0.1.
+## STACK_PORTS moves ports: make up STACK_PORTS="collector.otlp_grpc=24317 collector.otlp_http=24318"
 STACK_DIR ?= .stack
+STACK_PORTS ?=
 up: $(STAMP) binaries
-	$(BIN)/python -m otelstack up --dir "$(STACK_DIR)"
+	$(BIN)/python -m otelstack up --dir "$(STACK_DIR)" $(foreach port,$(STACK_PORTS),--port $(port))
 
 down: $(STAMP)
 	$(BIN)/python -m otelstack down --dir "$(STACK_DIR)"

@@ -11,7 +11,8 @@ TracerProvider, on the same resource, whose periodic reader exports through
 makes feeds a `MetricsListener`. Both signals' losses are in the one account, and
 `shutdown` bounds both together.
 Settings come from explicit arguments first, then the `OTEL_*` variables of `environ`
-(os.environ at call time), then defaults.
+(os.environ at call time), then defaults. From the first enabled handle on, what the SDK, its
+exporters, gRPC and cafe_otel log is redacted as it is made (`cafe_otel._privacy.logs`).
 
 The handle's providers become the global ones (`set_global=True`, the default) when no
 global provider is set yet, so that any other instrumentation reports through the same
@@ -34,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import Resource
@@ -43,7 +45,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 
-from cafe.privacy import Scrubber
+from cafe.privacy import Scrubber, structure_scrubber
 from cafe.trace import Clock, Tracer, fail_soft
 from cafe_otel import semconv as sc
 from cafe_otel._config import TelemetryConfig, resolve
@@ -53,7 +55,6 @@ from cafe_otel._config.metrics import MetricSettings
 from cafe_otel._config.options import AdvancedOptions, BatchOptions, MetricsOptions
 from cafe_otel._config.settings import (
     DEFAULT_SHUTDOWN_TIMEOUT,
-    GRPC,
     Settings,
     TelemetryConfigError,
     seconds_in_range,
@@ -67,6 +68,8 @@ from cafe_otel._export.partial_success import RejectionCounter
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.listener import MetricsListener, our_scope
 from cafe_otel._privacy import shapes as sh
+from cafe_otel._privacy.logs import redact_records, redactor
+from cafe_otel._privacy.metrics import MetricsSanitiser
 from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel._spans.tracer import OTelTracer
 
@@ -331,9 +334,10 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     secrets = config.secrets  # read by the span sanitiser and the metrics listener both
     if settings.disabled or config.sampler is None or config.span_limits is None:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=advanced.replay)
+    # What the SDK, its exporters and gRPC log from now on is redacted as it is made.
+    redact_records(redactor(settings, config.metrics))
     exporter = config.exporter
-    rejections = (RejectionCounter("traces", on_unreadable=account.note_error)
-                  if exporter is None and settings.protocol != GRPC else None)
+    rejections = RejectionCounter("traces", on_unreadable=account.note_error) if exporter is None else None
     if config.console:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -343,17 +347,21 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
         "traces", settings.traces, rejections=rejections, attempts=attempts)
     target = export_target(settings.traces) if exporter is None else type(exporter).__name__
     own_shapes = dict(config.shapes)
+    shapes = {**sh.SHAPES, **own_shapes}
     # Content capture is an explicit opt-in, so its keys may pass; nothing else unlisted does.
-    allowlist = (sc.METADATA_ALLOWLIST | frozenset(own_shapes)
-                 | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset()))
+    metadata = sc.METADATA_ALLOWLIST | frozenset(own_shapes)
+    allowlist = metadata | (sc.CONTENT_ATTRIBUTES if settings.capture.enabled else frozenset())
+    # The patterns a recording is scrubbed with: content is scrubbed with them, and no
+    # exported value (span, scope, resource, metric point) may hold what they find.
+    patterns = Scrubber(extra_patterns=list(config.scrub_patterns)) if config.scrub_patterns else structure_scrubber()
+    # A replay's bytes must not depend on a random key (golden files).
+    hash_key = REPLAY_HASH_KEY if advanced.replay else None
     sanitiser = None
     if advanced.metadata_only:
         sanitiser = SpanSanitiser(
-            allowlist, shapes={**sh.SHAPES, **own_shapes}, account=account, secrets=secrets,
-            content_scrubber=Scrubber(extra_patterns=list(config.scrub_patterns))
-            if settings.capture.enabled else None,
-            # A replay's bytes must not depend on a random key (golden files).
-            hash_key=REPLAY_HASH_KEY if advanced.replay else None)
+            allowlist, shapes=shapes, account=account, secrets=secrets,
+            content_scrubber=patterns if settings.capture.enabled else None,
+            hash_key=hash_key, secret_patterns=patterns)
     batch = BoundedBatchSpanProcessor(
         inner, account=account, target=target, export_timeout=settings.export_timeout,
         max_queue_size=limits.max_queue_size, max_export_batch_size=limits.max_export_batch_size,
@@ -364,26 +372,13 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
         prepare=sanitiser,
         attempts=attempts,
     )
-    provider = TracerProvider(
-        resource=advanced.resource if advanced.resource is not None else build_resource(settings,
-                                                                                         replay=advanced.replay),
-        id_generator=advanced.id_generator,
-        sampler=config.sampler,
-        span_limits=span_limits(config.span_limits),  # every one explicit: the SDK reads none itself
-        # Our handle's shutdown is the bounded one; at exit the provider's hook finds
-        # everything already closed, or closes it within the batch processor's bound.
-        shutdown_on_exit=True,
-    )
-    for processor in advanced.extra_processors:
-        provider.add_span_processor(processor)
-    provider.add_span_processor(batch)
-    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=advanced.replay,
-                             shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
+    resource = advanced.resource if advanced.resource is not None else build_resource(settings,
+                                                                                       replay=advanced.replay)
     metric_settings, metric_exporter = config.metrics, config.metric_exporter
+    meter_provider = failsoft_metrics = ours = None
     if metric_settings is not None:
-        handle.metric_settings = metric_settings
         point_rejections = (RejectionCounter("metrics", on_unreadable=account.note_error)
-                            if metric_exporter is None and metric_settings.protocol != GRPC else None)
+                            if metric_exporter is None else None)
         point_attempts = AttemptLog() if metric_exporter is None else None
         inner_metrics = (metric_exporter if metric_exporter is not None else build_exporter(
             "metrics", metric_settings.exporter, timeout=metric_settings.export_timeout,
@@ -391,14 +386,37 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
             preferred_aggregation=metric_settings.preferred_aggregation(),
             rejections=point_rejections, attempts=point_attempts))
         ours = InProcessMetrics(our_scope())
-        handle.meter_provider, handle._metric_exporter = build_meter_provider(
-            metric_settings, resource=provider.resource, account=account, inner=inner_metrics,
+        meter_provider, failsoft_metrics = build_meter_provider(
+            metric_settings, resource=resource, account=account, inner=inner_metrics,
             explicit_exporter=metric_exporter is not None, ours=ours,
             rejected=point_rejections.take if point_rejections is not None else None,
             refused=point_rejections.take_refusal if point_rejections is not None else None,
-            attempts=point_attempts)
-        handle._metric_exporter.add_secrets(secrets)
-        handle._metrics = MetricsListener(ours, account=account, secrets=secrets)
+            attempts=point_attempts,
+            # Anyone's instruments on the provider: the spans' allowlist and shapes (no content).
+            sanitiser=MetricsSanitiser(metadata | sc.METRIC_ATTRIBUTES, shapes=shapes, account=account, secrets=secrets,
+                                       secret_patterns=patterns, hash_key=hash_key))
+    provider = TracerProvider(
+        resource=resource,
+        id_generator=advanced.id_generator,
+        sampler=config.sampler,
+        span_limits=span_limits(config.span_limits),  # every one explicit: the SDK reads none itself
+        # Our handle's shutdown is the bounded one; at exit the provider's hook finds
+        # everything already closed, or closes it within the batch processor's bound.
+        shutdown_on_exit=True,
+        # Explicit, so that no tracer asks the global one (which OTEL_PYTHON_METER_PROVIDER
+        # would have the API load, and fail on): its own metrics, when the SDK is told to keep
+        # them, go where ours go.
+        meter_provider=meter_provider if meter_provider is not None else NoOpMeterProvider(),
+    )
+    for processor in advanced.extra_processors:
+        provider.add_span_processor(processor)
+    provider.add_span_processor(batch)
+    handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=advanced.replay,
+                             shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
+    if metric_settings is not None and ours is not None:
+        handle.metric_settings = metric_settings
+        handle.meter_provider, handle._metric_exporter = meter_provider, failsoft_metrics
+        handle._metrics = MetricsListener(ours, account=account, secrets=secrets, secret_patterns=patterns)
         handle._in_process = ours
         account.enable_metrics()
     if config.set_global:
@@ -414,13 +432,15 @@ def _make_global(handle: TelemetryHandle) -> None:
     a process, and overriding one would log a warning and change nothing."""
     from opentelemetry import metrics as otel_metrics
     from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_state
 
     with _GLOBAL_LOCK:
-        if handle.provider is None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # Whether one is set is read from the API's own state: `get_tracer_provider()` would,
+        # with OTEL_PYTHON_TRACER_PROVIDER set, load and set that one first (or fail to).
+        if handle.provider is None or trace._TRACER_PROVIDER is not None:
             return
         trace.set_tracer_provider(handle.provider)
-        unset_meters = type(otel_metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
-        if handle.meter_provider is not None and unset_meters:
+        if handle.meter_provider is not None and metrics_state._METER_PROVIDER is None:
             otel_metrics.set_meter_provider(handle.meter_provider)
         handle.is_global = True
         _GLOBAL[:] = [handle]

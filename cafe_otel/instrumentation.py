@@ -50,6 +50,8 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.distro import BaseDistro  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+# First of ours: the SDK imported through the guard against a span limit it refuses on import.
+import cafe_otel._config.sdk_import  # noqa: F401
 from cafe_otel import semconv as sc
 from cafe_otel._metrics.listener import MetricsListener
 from cafe_otel._spans.content import CaptureMode, capture_mode
@@ -59,6 +61,7 @@ from cafe_otel._wire.observer import GenAIWireObserver, WallClock
 if TYPE_CHECKING:
     from cafe.wire import WireLayer
     from cafe_otel._configure import TelemetryHandle
+    from cafe_otel._privacy.logs import ExporterLogCapture
 
 def observer_for(handle: TelemetryHandle | None = None, *,
                  tracer_provider: trace.TracerProvider | None = None,
@@ -111,34 +114,86 @@ class OpenAIWireInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
 
 # --- zero-code: `opentelemetry-instrument python agent.py` ---------------------------------
-_AUTO: dict[str, TelemetryHandle] = {}
-_AUTO_LOCK = threading.Lock()
+# What `opentelemetry-instrument` (`opentelemetry.instrumentation.auto_instrumentation`) runs,
+# in this order: our distro's `configure`, then the configurator named by
+# OTEL_PYTHON_CONFIGURATOR (any one when unset: ours), then each instrumentor through the
+# distro. Its one line on stderr is ours: the exporters', the SDK's and gRPC's log records are
+# held from the distro on (redacted as they are made; the last failure's kind joins the line;
+# `CAFE_DEBUG=1` shows each), and any failure to configure is "telemetry is off".
+CONFIGURATOR_NAME = "cafe_otel"  # our `opentelemetry_configurator` entry point
+_PREFIX = "cafe-otel"
+
+
+class _ZeroCode:
+    """One process's zero-code state: the handle, or why telemetry is off, and the held logs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.handle: TelemetryHandle | None = None
+        self.off = False  # telemetry is off (its line was printed): nothing to instrument
+        self.logs: ExporterLogCapture | None = None  # holding the loggers' records
+
+    def hold_logs(self, *, debug: bool) -> None:
+        if self.logs is not None:
+            return
+        from cafe_otel._privacy.logs import ExporterLogCapture, redact_records
+
+        self.logs = ExporterLogCapture(redact_records(), debug=debug, propagate=True,
+                                       prefix=f"{_PREFIX}: debug").__enter__()
+
+    def telemetry_off(self, why: str) -> None:
+        from cafe_otel._privacy.logs import redact_records
+
+        self.off = True
+        print(f"{_PREFIX}: telemetry is off: {redact_records()(why)}", file=sys.stderr)
+
+
+_ZERO_CODE = _ZeroCode()
 
 
 def auto_configure(environ: Mapping[str, str] | None = None) -> TelemetryHandle | None:
     """What the configurator does, once a process: `configure()` from the `OTEL_*` variables
-    as the global providers, its bounded shutdown and the account's line at exit. A
-    configuration error is one line on stderr and no telemetry: the program still runs."""
+    as the global providers, its bounded shutdown and the account's line at exit. Any failure
+    to configure (a setting's named error, or whatever the SDK raised) is one line on stderr
+    and no telemetry: the program still runs."""
+    from cafe_otel._config import resolve_launcher
     from cafe_otel._config.settings import TelemetryConfigError
     from cafe_otel._configure import configure
 
-    with _AUTO_LOCK:
-        if "handle" in _AUTO:
-            return _AUTO["handle"]
+    state = _ZERO_CODE
+    with state.lock:
+        if state.handle is not None or state.off:
+            return state.handle
+        state.hold_logs(debug=resolve_launcher(environ).debug)
         try:
             handle = configure(environ=environ)
         except TelemetryConfigError as error:
-            print(f"cafe-otel: telemetry is off: {error}", file=sys.stderr)
+            state.telemetry_off(str(error))
             return None
-        _AUTO["handle"] = handle
+        except Exception as error:  # the SDK's own, whatever it is: its text may quote a value
+            state.telemetry_off(f"the OpenTelemetry SDK could not be configured ({type(error).__name__})")
+            return None
+        state.handle = handle
         atexit.register(_at_exit, handle)
         return handle
 
 
 def _at_exit(handle: TelemetryHandle) -> None:
-    handle.shutdown()
+    from cafe_otel._privacy.logs import redact_records, report_line
+
+    try:
+        handle.shutdown()
+    except Exception as error:  # the report is still printed: shutting down is bounded, not guaranteed
+        handle.account.note_error(f"shutdown raised {type(error).__name__}")
     if handle.enabled:
-        print(f"cafe-otel: telemetry: {handle.account.summary()}", file=sys.stderr)
+        print(report_line(f"{_PREFIX}: telemetry: {handle.account.summary()}", _ZERO_CODE.logs,
+                          dropped=bool(handle.account.dropped), redact=redact_records()), file=sys.stderr)
+
+
+def _installed_configurators() -> list[str]:
+    from importlib.metadata import entry_points
+
+    return sorted({entry.name for entry in entry_points(group="opentelemetry_configurator")})
 
 
 class CafeConfigurator:
@@ -149,16 +204,38 @@ class CafeConfigurator:
 
 
 class CafeDistro(BaseDistro):  # type: ignore[misc]
-    """The `opentelemetry_distro` entry point `cafe_otel`: it hands our instrumentor the
-    handle the configurator built (our pipeline, not only the global provider)."""
+    """The `opentelemetry_distro` entry point `cafe_otel`: it holds the loggers' records from
+    the start, says when OTEL_PYTHON_CONFIGURATOR keeps every configurator (ours included)
+    from loading, and hands our instrumentor the handle the configurator built (our pipeline,
+    not only the global provider)."""
 
     def _configure(self, **kwargs: Any) -> None:
+        from cafe_otel._config import resolve_launcher
+        from cafe_otel._config.variables import OTEL_PYTHON_CONFIGURATOR
+
+        launcher = resolve_launcher()
+        chosen = launcher.configurator
+        if chosen is not None and chosen != CONFIGURATOR_NAME:
+            installed = _installed_configurators()
+            if chosen in installed:
+                return None  # another configurator, chosen on purpose: its pipeline, its output
+            _ZERO_CODE.hold_logs(debug=launcher.debug)  # the loader's own warning, quoting the value
+            with _ZERO_CODE.lock:
+                what = ("is empty, and opentelemetry-instrument then loads no configurator" if not chosen.strip()
+                        else f"names no installed configurator (the value is not shown; installed: "
+                             f"{', '.join(installed) or 'none'})")
+                _ZERO_CODE.telemetry_off(f"{OTEL_PYTHON_CONFIGURATOR} {what}; unset it, or set it to "
+                                         f"{CONFIGURATOR_NAME}")
+            return None
+        _ZERO_CODE.hold_logs(debug=launcher.debug)
         return None
 
     def load_instrumentor(self, entry_point: Any, **kwargs: Any) -> None:
         instrumentor = entry_point.load()
         if isinstance(instrumentor, type) and issubclass(instrumentor, OpenAIWireInstrumentor):
-            handle = _AUTO.get("handle")
+            if _ZERO_CODE.off:
+                return None  # telemetry is off: nothing to report through
+            handle = _ZERO_CODE.handle
             if handle is not None:
                 kwargs["telemetry"] = handle
         instrumentor().instrument(**kwargs)

@@ -2,7 +2,9 @@
 
 The built Collector (collector.yaml, one tier) and Jaeger (Badger storage under DIR, so a
 restart keeps the traces), each bound to 127.0.0.1 on the usual ports: OTLP 4317/4318 into
-the Collector, Jaeger's query API on 16686. Both run in their own sessions, so they outlive
+the Collector, Jaeger's query API on 16686. `up --port PROGRAM.PORT=NUMBER` (repeated) moves
+any of them (`--port collector.otlp_grpc=24317`), for a machine where another program holds
+one; `down` needs none (stack.json names the processes). Both run in their own sessions, so they outlive
 the command that started them; DIR (0700) holds their logs, stack.json, the Collector's queue
 and Jaeger's data. A DIR others may write into (/tmp) is refused, not made private.
 
@@ -323,6 +325,34 @@ def down(directory: Path, *, grace: float = GRACE, out: TextIO | None = None) ->
     return 0
 
 
+def _port_setting(value: str) -> tuple[str, str, int]:
+    """`PROGRAM.PORT=NUMBER` (`collector.otlp_grpc=24317`): a port of the stack moved."""
+    name, equals, number = value.partition("=")
+    program, _, label = name.strip().partition(".")
+    known = ", ".join(f"{p}.{n}" for p, ports in PORTS.items() for n in ports)
+    if not equals or program not in PORTS or label not in PORTS[program]:
+        raise argparse.ArgumentTypeError(f"expected PROGRAM.PORT=NUMBER, PROGRAM.PORT one of {known}")
+    number = number.strip()
+    if not (number.isascii() and number.isdigit()) or not 1 <= int(number) <= 65535:
+        raise argparse.ArgumentTypeError(f"{program}.{label}: expected a port number from 1 to 65535")
+    return program, label, int(number)
+
+
+def chosen_ports(settings: list[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
+    """The stack's ports: the usual ones, with each setting applied. Two ports alike are a
+    ValueError (each program binds its own)."""
+    ports = {program: dict(found) for program, found in PORTS.items()}
+    for program, label, number in settings:
+        ports[program][label] = number
+    seen: dict[int, str] = {}
+    for program, found in ports.items():
+        for label, number in found.items():
+            if number in seen:
+                raise ValueError(f"{program}.{label} and {seen[number]} are both port {number}")
+            seen[number] = f"{program}.{label}"
+    return ports
+
+
 def _directory(value: str) -> Path:
     # An empty value is Path("."), the working directory: `down` would make it private, `up` fill it.
     if not value.strip():
@@ -334,9 +364,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m otelstack", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--dir", type=_directory, required=True, help="where the stack keeps logs, pids and data")
+    parser.add_argument("--port", type=_port_setting, action="append", default=[], metavar="PROGRAM.PORT=NUMBER",
+                        help="up: move one of the stack's ports, e.g. --port collector.otlp_grpc=24317 "
+                             "(repeat for more; the usual ones otherwise)")
     args = parser.parse_args(argv)
+    if args.port and args.command != "up":
+        parser.error("--port: only `up` binds ports")
     try:
-        return up(args.dir) if args.command == "up" else down(args.dir)
+        ports = chosen_ports(args.port)
+    except ValueError as error:
+        parser.error(f"--port: {error}")
+    try:
+        return up(args.dir, ports=ports) if args.command == "up" else down(args.dir)
     except StackError as error:
         print(f"otelstack: error: {one_line(str(error))}", file=sys.stderr)
         return error.exit_code

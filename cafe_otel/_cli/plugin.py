@@ -6,7 +6,7 @@ Adds `--otlp[=ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shi
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.
-What the exporters and gRPC print meanwhile is held and redacted (`cli_logs`).
+What the exporters and gRPC print meanwhile is held and redacted (`cafe_otel._privacy.logs`).
 
 Loading the plugin imports no OpenTelemetry SDK: the `cafe` command loads it for every
 command, and the SDK reads `os.environ` when it is imported. The SDK is imported through
@@ -26,7 +26,6 @@ from cafe.cli.plugins import AttachedValue, CommandContext, check_output, file_t
 from cafe.errors import CafeError, UsageError
 from cafe.recording import load_recording
 from cafe.trace import Clock, Tracer
-from cafe_otel._cli.logs import ExporterLogCapture, redactor
 from cafe_otel._config import AdvancedOptions, CommandSettings, EnvironSnapshot, read_environ, resolve, resolve_command
 from cafe_otel._config import variables as v
 from cafe_otel._config.environment import import_grpc_quietly, import_sdk
@@ -38,6 +37,8 @@ from cafe_otel._config.settings import (
     MAX_SECONDS,
     seconds_in_range,
 )
+from cafe_otel._privacy.logs import ExporterLogCapture, redactor
+from cafe_otel._privacy.logs import report_line as telemetry_line
 
 if TYPE_CHECKING:
     from cafe_otel._configure import TelemetryHandle
@@ -107,12 +108,8 @@ def _handle(args: argparse.Namespace, environ: EnvironSnapshot, command: Command
 
 
 def report_line(handle: TelemetryHandle, capture: ExporterLogCapture | None) -> str:
-    line = f"telemetry: {handle.account.summary()}"
-    if capture is not None and capture.last_kind and handle.account.dropped:
-        # Its kind only: the exporter's text quotes the receiver's answer (`cli_logs`).
-        line += f" (exporter: {capture.last_kind})"
-    # The same redaction as the exporters' lines: nothing in it may carry a credential.
-    return redactor(handle.settings, handle.metric_settings)(line)
+    return telemetry_line(f"telemetry: {handle.account.summary()}", capture, dropped=bool(handle.account.dropped),
+                          redact=redactor(handle.settings, handle.metric_settings))
 
 
 def _capture(handle: TelemetryHandle, command: CommandSettings) -> ExporterLogCapture:

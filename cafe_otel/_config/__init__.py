@@ -239,7 +239,20 @@ def resolve_command(environ: Mapping[str, str] | None = None) -> CommandSettings
     )
 
 
+@dataclass(frozen=True)
+class LauncherSettings:
+    """What `opentelemetry-instrument`'s run is told beside the pipeline's own settings."""
+
+    debug: bool  # CAFE_DEBUG: the exporters' lines go to stderr as they come
+    configurator: str | None  # OTEL_PYTHON_CONFIGURATOR as given; None when unset
+
+
+def resolve_launcher(environ: Mapping[str, str] | None = None) -> LauncherSettings:
+    env = read_environ(environ)
+    return LauncherSettings(debug=bool(env.get(v.CAFE_DEBUG)), configurator=env.get(v.OTEL_PYTHON_CONFIGURATOR))
+
+
 __all__ = [
-    "AdvancedOptions", "BatchOptions", "CommandSettings", "EnvironSnapshot", "MetricsOptions", "TelemetryConfig",
-    "read_environ", "resolve", "resolve_command", "user_shapes",
+    "AdvancedOptions", "BatchOptions", "CommandSettings", "EnvironSnapshot", "LauncherSettings", "MetricsOptions",
+    "TelemetryConfig", "read_environ", "resolve", "resolve_command", "resolve_launcher", "user_shapes",
 ]

@@ -5,8 +5,11 @@ The SDK answers a bad one with a bare ValueError: at `TracerProvider()`, and for
 `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT` already when `opentelemetry.sdk.trace` is first imported,
 from `os.environ`. Settings resolution (`cafe_otel._config.settings.resolve_settings`) checks the
 limits of the environ it is handed; `import_sdk()` is how cafe_otel's entry points import
-the SDK, so that the one read at import is the same named error (exit 20), not an internal
-error or a plugin that silently did not load. Importing this module reads nothing.
+the SDK: a value the SDK would refuse on import is held out of `os.environ` for the import
+alone, so that the SDK (and the module importing it: our distro, the `cafe` plugin) loads,
+and the value is the named error of the settings that read it (exit 20; under
+`opentelemetry-instrument`, the one "telemetry is off" line), not a traceback or a plugin
+that silently did not load. Importing this module reads nothing.
 """
 
 from __future__ import annotations
@@ -56,15 +59,39 @@ def check_limits(environ: Mapping[str, str]) -> dict[str, int | None]:
     return limits
 
 
+_SDK_IMPORT = threading.Lock()
+
+
 def import_sdk() -> None:
     """Import `opentelemetry.sdk.trace`, whose import reads `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`
-    from `os.environ` and raises a bare ValueError on a bad one: that is a `SpanLimitError`."""
+    from `os.environ` and raises a bare ValueError on a bad one. A bad one is held out of
+    `os.environ` while the SDK is imported and put back at once (the process environment is
+    left as it was found, for the process and its children): `check_limits` names it when the
+    settings are resolved."""
+    with _SDK_IMPORT:
+        if "opentelemetry.sdk.trace" in sys.modules:
+            return
+        value = os.environ.get(SDK_IMPORT_LIMIT)
+        held = value is not None and not _sdk_takes(value)
+        if held:
+            os.environ.pop(SDK_IMPORT_LIMIT, None)
+        try:
+            importlib.import_module("opentelemetry.sdk.trace")
+        finally:
+            if held and value is not None:
+                os.environ[SDK_IMPORT_LIMIT] = value
+
+
+def _sdk_takes(value: str) -> bool:
+    """Whether the SDK's import takes `value` (`SpanLimits._from_env_if_absent`): `unset`, or
+    what `int()` reads as a number from 0 on. Ours (`check_limits`) is stricter."""
+    text = value.strip().lower()
+    if text == "unset":
+        return True
     try:
-        importlib.import_module("opentelemetry.sdk.trace")
-    except ValueError as error:
-        if SDK_IMPORT_LIMIT not in str(error):
-            raise
-        raise SpanLimitError(SDK_IMPORT_LIMIT) from None
+        return int(text) >= 0
+    except ValueError:
+        return False
 
 
 _GRPC_IMPORT = threading.Lock()

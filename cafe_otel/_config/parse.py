@@ -5,9 +5,11 @@ number's error does not repeat the value (a misplaced paste may be a credential)
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from collections.abc import Mapping
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from cafe.errors import ConfigurationError
 from cafe.urls import http_url_problem, shown_url
@@ -119,10 +121,34 @@ def normalise_protocol(value: str, source: str) -> str:
     raise TelemetryConfigError(f"{source}: protocol {value!r} is not supported (use grpc or http/protobuf)")
 
 
+# A DNS label: letters, digits, `-` (not first or last) and `_` (container and service names).
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def host_problem(host: str) -> str | None:
+    """None for an IP address or a DNS name (labels of at most 63, the last not all digits:
+    `9999` and `1.2.3.999` are neither); else what is wrong. An exporter handed anything
+    else fails every export, where a setting can say so once."""
+    if not host.isascii():
+        return "the host is not ASCII (write an internationalised name in its xn-- form)"
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels) or labels[-1].isdigit():
+        return "the host is neither a DNS name nor an IP address"
+    return None
+
+
 def check_endpoint(url: str, source: str) -> str:
-    """An http(s) URL with a host and, if any, a port in 1-65535 (`cafe.urls`). The error
-    names the problem, not the URL (it may carry a user:password part)."""
+    """An http(s) URL with a host (a DNS name or an IP address) and, if any, a port in
+    1-65535 (`cafe.urls`). The error names the problem, not the URL (it may carry a
+    user:password part)."""
     problem = http_url_problem(url)
+    if problem is None:
+        problem = host_problem(urlsplit(url).hostname or "")
     if problem is not None:
         raise TelemetryConfigError(f"{source}: {problem}; use http(s)://HOST[:PORT] with a port from 1 to 65535")
     return url

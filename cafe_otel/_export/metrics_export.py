@@ -7,7 +7,10 @@ to it is settled in the account as exported or dropped with a cause (`timeout`, 
 `otel.sdk.exporter.metric_data_point.exported`, or, for a final export still in flight at
 shutdown's deadline, by what its attempts at the transport say (`cafe_otel._export.attempts`):
 unconfirmed while one may yet be stored, dropped when every attempt delivered nothing.
-The reader (`MergingMetricReader`) exports every `export_interval` what the MeterProvider
+Before anything is encoded, every export's points pass `MetricsSanitiser` (the same
+allowlist, shapes and secret checks as a span's, `cafe_otel._privacy.metrics`): anyone's
+instruments share the provider, and the SDK aggregates them under the attributes they were
+given. The reader (`MergingMetricReader`) exports every `export_interval` what the MeterProvider
 holds and our own streams (`InProcessMetrics`, which the handle's `MetricsListener` records
 into); at shutdown the handle gives the exporter a deadline, so the final export (a shift
 shorter than the interval has only that one) is bounded like the spans'.
@@ -20,19 +23,19 @@ import time
 from collections.abc import Callable, Sequence
 
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData, ResourceMetrics
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.resources import Resource
 
 from cafe.trace import TIMEOUT
 from cafe_otel._config.metrics import MetricSettings
-from cafe_otel._export.account import TelemetryAccount
+from cafe_otel._export.account import EXPORTED, REDACTION_FAILED, TelemetryAccount
 from cafe_otel._export.attempts import AttemptLog, InFlight
 from cafe_otel._export.failsoft import GRACE_SECONDS, ExportBoundary
 from cafe_otel._export.otlp import export_target
 from cafe_otel._export.settle import Settler
 from cafe_otel._metrics.aggregation import InProcessMetrics
 from cafe_otel._metrics.reader import MergingMetricReader
-from cafe_otel._privacy.resource import ResourceGuard
+from cafe_otel._privacy.metrics import MetricsSanitiser
 
 
 def count_points(data: MetricsData) -> int:
@@ -51,8 +54,10 @@ class FailSoftMetricExporter(MetricExporter):
 
     def __init__(self, inner: MetricExporter, *, account: TelemetryAccount, export_timeout: float,
                  target: str = "metrics exporter", rejected: Callable[[], int] | None = None,
-                 refused: Callable[[], int | None] | None = None, attempts: AttemptLog | None = None) -> None:
-        # `rejected`, `refused` and `attempts` are the settle step's (`Settler`).
+                 refused: Callable[[], int | None] | None = None, attempts: AttemptLog | None = None,
+                 sanitiser: MetricsSanitiser | None = None) -> None:
+        # `rejected`, `refused` and `attempts` are the settle step's (`Settler`); `sanitiser`
+        # checks every point before it is exported (by default with the span allowlist).
         super().__init__(preferred_temporality=inner._preferred_temporality,
                          preferred_aggregation=inner._preferred_aggregation)
         self.inner = inner
@@ -64,20 +69,11 @@ class FailSoftMetricExporter(MetricExporter):
         self._deadline: float | None = None  # time.monotonic() by which everything must be done
         self._settled = threading.Condition()
         self._in_flight = 0
-        self._resources = ResourceGuard()  # the operator's resource, without a secret pasted in it
+        self._sanitiser = sanitiser if sanitiser is not None else MetricsSanitiser(account=account)
 
     def add_secrets(self, secrets: Sequence[str]) -> None:
-        """Values (a live client's key) no exported resource may hold."""
-        self._resources.add_secrets(secrets)
-
-    def _without_secrets(self, metrics_data: MetricsData) -> MetricsData:
-        cleaned = [(found, self._resources(found.resource)) for found in metrics_data.resource_metrics]
-        if all(clean is found.resource for found, clean in cleaned):
-            return metrics_data
-        self.account.add_withheld("resource")
-        return MetricsData(resource_metrics=[
-            found if clean is found.resource else ResourceMetrics(clean, found.scope_metrics, found.schema_url)
-            for found, clean in cleaned])
+        """Values (a live client's key) no exported point, scope or resource may hold."""
+        self._sanitiser.add_secrets(secrets)
 
     def close_by(self, deadline: float) -> None:
         """From now on no call outlasts `deadline` (a `time.monotonic()` reading)."""
@@ -107,7 +103,17 @@ class FailSoftMetricExporter(MetricExporter):
                 self._settled.notify_all()
 
     def _export(self, metrics_data: MetricsData, points: int, timeout_millis: float) -> MetricExportResult:
-        metrics_data = self._without_secrets(metrics_data)
+        try:
+            metrics_data, left_out = self._sanitiser.check(metrics_data)
+        except Exception as error:  # fail closed: what could not be checked is not sent
+            self.account.add("metrics", EXPORTED, points, REDACTION_FAILED,
+                             f"checking metric points raised {type(error).__name__}; points dropped")
+            return MetricExportResult.FAILURE
+        # A point merged into another (their attributes became the same) is settled with it;
+        # one left out with its metric (a name holding a secret) is counted as withheld only.
+        points -= left_out
+        if points <= 0:
+            return MetricExportResult.SUCCESS
         wanted = min(self.export_timeout, timeout_millis / 1000)
         # Before shutdown the inner exporter gets a little grace to answer in time (as the
         # spans' exporter does); under a deadline, the deadline is the bound for both.
@@ -151,10 +157,12 @@ def build_meter_provider(
     rejected: Callable[[], int] | None = None,
     refused: Callable[[], int | None] | None = None,
     attempts: AttemptLog | None = None,
+    sanitiser: MetricsSanitiser | None = None,
 ) -> tuple[MeterProvider, FailSoftMetricExporter]:
     target = export_target(metric_settings.exporter) if not explicit_exporter else type(inner).__name__
     exporter = FailSoftMetricExporter(inner, account=account, export_timeout=metric_settings.export_timeout,
-                                      target=target, rejected=rejected, refused=refused, attempts=attempts)
+                                      target=target, rejected=rejected, refused=refused, attempts=attempts,
+                                      sanitiser=sanitiser)
     reader = MergingMetricReader(exporter, ours, resource=resource, export_interval=metric_settings.export_interval,
                                  export_timeout=metric_settings.export_timeout,
                                  on_failure=lambda report: account.add_listener_error(str(report)))

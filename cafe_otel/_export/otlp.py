@@ -8,9 +8,9 @@ are set again once the exporter is built: the OTLP/HTTP exporter adds the proces
 when it is handed none, so a credential the resolved settings leave out (another signal's,
 one outside the environ handed in, one an explicit `headers` replaces) would be sent. Over
 OTLP/HTTP the exporter is handed a `requests.Session` of ours, so that `rejections` can read
-each answer for items rejected in a 2xx (`cafe_otel._export.partial_success`; gRPC's exporter
-hands no answer back) and `attempts` can count its attempts at the transport
-(`cafe_otel._export.attempts`; over gRPC through the exporter's stub).
+each answer for items rejected in a 2xx (`cafe_otel._export.partial_success`; over gRPC
+through the exporter's stub) and `attempts` can count its attempts at the transport
+(`cafe_otel._export.attempts`; over gRPC through the exporter's stub too).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from cafe_otel._config.signal import SignalConfig
 from cafe_otel._config.variables import Signal
 from cafe_otel._export.attempts import AttemptLog, watch_grpc_exporter, watch_http_session
 from cafe_otel._export.grpc_extra import grpc_exporter
-from cafe_otel._export.partial_success import RejectionCounter
+from cafe_otel._export.partial_success import RejectionCounter, watch_grpc_answers
 
 # The SDK's module and class names of each signal's exporter.
 _MODULES: dict[Signal, str] = {"traces": "trace", "metrics": "metric"}
@@ -83,6 +83,8 @@ def build_exporter(signal: Signal, config: SignalConfig, *, timeout: float | Non
             **extra,
         )
         exporter._headers = tuple(config.headers.items())  # what it sends as metadata, nothing else
+        if rejections is not None:
+            watch_grpc_answers(exporter, rejections)
         if attempts is not None:
             watch_grpc_exporter(exporter, attempts)
         return exporter  # type: ignore[no-any-return]

@@ -12,7 +12,9 @@ the exporter is handed (requests' public hook API), and the processor asks it, a
 export the exporter called a success, how many of that batch were rejected. The receiver's
 own `error_message` is never kept: it is server text and may echo what it was sent. A body
 that is not an OTLP response leaves the items counted as delivered (the status said so) and
-is noted. Over gRPC the SDK's exporter hands no response back, so nothing is counted there.
+is noted. Over gRPC the SDK's exporter reads no answer either (any OK is a success): its
+stub is wrapped (`watch_grpc_answers`), so that each answer's `partial_success` is read the
+same way.
 
 The same hook keeps the status of an answer that is not 2xx: the SDK's OTLP/HTTP exporters
 call any status below 400 a success, but a 3xx (an http-to-https redirect, say, which they
@@ -121,6 +123,18 @@ class RejectionCounter:
         if rejected:
             self.add(rejected)
 
+    def read_answer(self, answer: Any) -> None:
+        """Count what an OTLP/gRPC answer (an `Export*ServiceResponse`) reports rejected."""
+        partial = getattr(answer, "partial_success", None)
+        count = getattr(partial, self._field, None)
+        if type(count) is not int or count < 0:
+            if self._on_unreadable is not None:
+                self._on_unreadable(f"OTLP {self._signal} export: the receiver's gRPC answer is not an OTLP "
+                                    "response; its items are counted as delivered")
+            return
+        if count:
+            self.add(count)
+
     def rejected_in(self, body: bytes, content_type: str = "") -> int | None:
         """The rejected count an answer's body reports (0 for none), or None when the body is
         not an OTLP response of this signal."""
@@ -152,3 +166,36 @@ class RejectionCounter:
         if type(value) is not int or value < 0:
             return None
         return value
+
+
+class AnswerReadingStub:
+    """An OTLP/gRPC service stub whose `Export` answers are read by a `RejectionCounter`."""
+
+    def __init__(self, stub: Any, counter: RejectionCounter) -> None:
+        self._stub = stub
+        self._counter = counter
+
+    def Export(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self._stub.Export(*args, **kwargs)
+        self._counter.read_answer(answer)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stub, name)
+
+
+def watch_grpc_answers(exporter: Any, counter: RejectionCounter) -> bool:
+    """Read the answers of an SDK OTLP/gRPC exporter (1.45's `OTLPExporterMixin`): its stub is
+    `_client`, and `_stub` builds a new one when the exporter reconnects after UNAVAILABLE, so
+    both are wrapped (as `cafe_otel._export.attempts.watch_grpc_exporter` does). False
+    (nothing changed) when the exporter has not that shape: nothing is then counted rejected."""
+    client, make_stub = getattr(exporter, "_client", None), getattr(exporter, "_stub", None)
+    if client is None or not callable(make_stub) or not callable(getattr(client, "Export", None)):
+        return False
+
+    def reading_stub(channel: Any) -> AnswerReadingStub:
+        return AnswerReadingStub(make_stub(channel), counter)
+
+    exporter._stub = reading_stub
+    exporter._client = AnswerReadingStub(client, counter)
+    return True

@@ -30,7 +30,8 @@ provider name, a tool label or an endpoint. No conversation id, response id, cal
 ticket number or free text ever becomes a metric attribute. The model and server name
 a reply reports are the server's to choose, so every attribute passes the same shape table
 as a span's (`cafe_otel._privacy.shapes`) before it is recorded: a value that does not fit, or that
-holds one of the secrets we were given, is left off the point and counted in the account.
+holds a secret (one we were given, or what the secret patterns find), is left off the point
+and counted in the account.
 
 Where it records: given an `InProcessMetrics` (what `configure()` hands it), into our own
 streams, aggregated where they are recorded (`cafe_otel._metrics.aggregation`: three SDK histogram
@@ -48,6 +49,7 @@ from typing import Any, Protocol
 from opentelemetry import metrics
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from cafe.privacy import Scrubber
 from cafe.trace import ConsentDecided, GenerationEnded, ShiftEnded, TicketFired, ToolEnded, TraceEvent
 from cafe_otel import semconv as sc
 from cafe_otel._export.account import TelemetryAccount
@@ -149,9 +151,11 @@ def _instrument(source: metrics.Meter | InProcessMetrics, name: str) -> Any:
 
 class MetricsListener:
     def __init__(self, source: metrics.MeterProvider | metrics.Meter | InProcessMetrics, *,
-                 account: TelemetryAccount | None = None, secrets: Iterable[str] = ()) -> None:
+                 account: TelemetryAccount | None = None, secrets: Iterable[str] = (),
+                 secret_patterns: Scrubber | None = None) -> None:
         """`account` counts the attribute values left off for not fitting their shape;
-        `secrets` (a live client's `secrets()`) never appear on a metric."""
+        `secrets` (a live client's `secrets()`) never appear on a metric, nor does a value the
+        secret patterns find (`secret_patterns`' own, cafe's by default)."""
         target = source if isinstance(source, InProcessMetrics) else meter_of(source)
         self._tokens: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)
         self._duration: _Histogram = _instrument(target, sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
@@ -165,7 +169,7 @@ class MetricsListener:
         # The span sanitiser's attribute check, on the metric keys: the same shapes. What it
         # leaves off is counted here, once an event (it would count each memo miss only).
         self._account = account
-        self._guard = SpanSanitiser(sc.METRIC_ATTRIBUTES, secrets=secrets)
+        self._guard = SpanSanitiser(sc.METRIC_ATTRIBUTES, secrets=secrets, secret_patterns=secret_patterns)
         # raw key -> (shaped key, keys withheld from it): an event's attributes repeat.
         self._shaped_keys: dict[AttributeKey, tuple[AttributeKey, tuple[str, ...]]] = {}
         # (provider, request model, response model, address, port, error type) ->

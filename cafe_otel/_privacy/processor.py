@@ -5,15 +5,16 @@
 the calling thread does not pay it. `MetadataOnlySpanProcessor` runs the same check in
 `on_end`, for a chain composed by hand: it wraps the next processor and, at `on_end`, hands
 it a sanitised COPY of the span (a `ReadableSpan`'s attributes are read-only).
-Every key must be on the allowlist AND its
-value must fit the key's declared shape (`cafe_otel._privacy.shapes`): a value that does not fit is
-withheld and counted in the account by key (an identifier is replaced by a keyed hash), and
-so is a value holding one of the secrets we were given. Span names, event names,
-instrumentation scopes, links and the trace state are shaped the same way; the status
-description is removed. Content keys (only on the allowlist when content capture is on)
-pass scrubbed of secrets, as a recording is. Resource attributes are kept (they are the
-service's own configuration). It applies to every span on the provider, ours and any
-third-party instrumentation's.
+Every key must be on the allowlist AND its value must fit the key's declared shape
+(`cafe_otel._privacy.shapes`): a value that does not fit is withheld and counted in the
+account by key (an identifier is replaced by a keyed hash), and so is a value holding a
+secret: one we were given, or what the secret patterns a recording is scrubbed with find
+(`cafe_otel._privacy.secrets`). Span names, event names, instrumentation scopes, links and
+the trace state are shaped and checked the same way; the status description is removed.
+Content keys (only on the allowlist when content capture is on) pass scrubbed of secrets,
+as a recording is. Resource attributes are kept (they are the service's own
+configuration), but for one holding a secret (`cafe_otel._privacy.resource`). It applies to
+every span on the provider, ours and any third-party instrumentation's.
 
 It fails CLOSED: if sanitising raises, the span is dropped and counted in the account,
 and nothing is raised into `span.end()` (that would surface in application code).
@@ -39,10 +40,11 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, Status, TraceState
 
-from cafe.privacy import MIN_SECRET_CHARS, Scrubber, holds_secret
+from cafe.privacy import Scrubber
 from cafe_otel._export.account import TelemetryAccount
 from cafe_otel._privacy import shapes as sh
 from cafe_otel._privacy.resource import ResourceGuard
+from cafe_otel._privacy.secrets import SecretCheck
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
 
 Sanitiser = Callable[[ReadableSpan], ReadableSpan]
@@ -76,7 +78,9 @@ class SpanSanitiser:
 
     `hash_key` keys the hash that replaces an identifier that does not fit its shape: a
     random one per sanitiser by default (a plain hash of a customer's sentence could be
-    confirmed by guessing it); replays pass a fixed one so their bytes stay the same."""
+    confirmed by guessing it); replays pass a fixed one so their bytes stay the same.
+    `secret_patterns`: the scrubber whose patterns find a secret in a value (default:
+    cafe's own; `configure` passes one with `CAFE_SCRUB_PATTERNS` too)."""
 
     def __init__(
         self,
@@ -87,6 +91,7 @@ class SpanSanitiser:
         secrets: Iterable[str] = (),
         content_scrubber: Scrubber | None = None,
         hash_key: bytes | None = None,
+        secret_patterns: Scrubber | None = None,
     ) -> None:
         self._allowed = frozenset(allowed)
         unshaped = sorted(self._allowed - set(shapes))
@@ -95,10 +100,11 @@ class SpanSanitiser:
         self._shapes = shapes
         self._account = account
         self._hash_key = os.urandom(32) if hash_key is None else hash_key
-        self._secrets: tuple[str, ...] = ()
+        self._has_secret = SecretCheck(secret_patterns)  # known secrets, and the secret patterns
         self._scrubber = (content_scrubber or Scrubber()) if self._allowed & CONTENT_ATTRIBUTES else None
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
-        self._resources = ResourceGuard()  # the operator's resource, without a secret pasted in it
+        # The operator's resource, without a secret pasted in it.
+        self._resources = ResourceGuard(patterns=secret_patterns)
         # (key, value) pairs already found to fit, for the text keys whose values repeat;
         # ids and counts vary with every call, and content is scrubbed every time.
         self._memoisable = frozenset(key for key in self._allowed
@@ -117,6 +123,7 @@ class SpanSanitiser:
         # Spans are checked on an export worker while the caller may add secrets: a span is
         # checked against one set of secrets and memos, never half of two.
         self._lock = threading.Lock()
+        self._literals: tuple[str, ...] = ()  # every secret given, for content's scrubber too
         self.add_secrets(secrets)
 
     def add_secrets(self, secrets: Iterable[str]) -> None:
@@ -126,12 +133,13 @@ class SpanSanitiser:
             self._add_secrets(tuple(secrets))
 
     def _add_secrets(self, secrets: tuple[str, ...]) -> None:
-        new = tuple(s for s in secrets if s and s not in self._secrets)
+        new = tuple(s for s in secrets if s and s not in self._literals)
         if not new:
             return
-        # A local server's placeholder key ("x", "EMPTY") would otherwise withhold every
-        # value that happens to contain it; content still goes through the scrubber's own rule.
-        self._secrets = self._secrets + tuple(s for s in new if len(s) >= MIN_SECRET_CHARS)
+        self._literals += new
+        # A short one (a local server's placeholder key) is not looked for in metadata
+        # (`SecretCheck.add_known`); content still goes through the scrubber's own rule.
+        self._has_secret.add_known(new)
         self._known = set()  # what fit before may hold one of them
         self._resources.add_secrets(new)
         self._last_resource = None
@@ -141,10 +149,25 @@ class SpanSanitiser:
         if self._scrubber is not None:
             self._scrubber = self._scrubber.with_literals(new)
 
-    # --- values --------------------------------------------------------------------
-    def _has_secret(self, value: Any) -> bool:
-        return bool(self._secrets) and holds_secret(value, self._secrets)
+    # --- what other checks share (`cafe_otel._privacy.metrics`) -----------------------
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while a check runs: one set of secrets and memos for the whole of it."""
+        return self._lock
 
+    def holds_secret(self, value: Any) -> bool:
+        """Whether `value` (a string, or an array of them) holds a secret."""
+        return self._has_secret(value)
+
+    def resource(self, resource: Resource) -> Resource:
+        """`resource` without the attributes that hold a secret (itself when none does)."""
+        return self._resources(resource)
+
+    def scope(self, scope: InstrumentationScope | None) -> InstrumentationScope | None:
+        """`scope` shaped and checked (itself when it may leave as it is)."""
+        return self._scope(scope)
+
+    # --- values --------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
         # The scrubber's patterns cost about a millisecond per kilobyte; tool definitions and
         # system instructions come back unchanged on every call, so their result is kept.
@@ -209,7 +232,8 @@ class SpanSanitiser:
                 pass
             key, value = item
             check = checks.get(key)
-            kept = value if check is not None and check(value) and not self._secrets else self._value(key, value)
+            kept = (value if check is not None and check(value) and not self._has_secret(value)
+                    else self._value(key, value))
             if kept is value:
                 if key in self._memoisable:
                     self._remember(item)
@@ -226,13 +250,13 @@ class SpanSanitiser:
         """Whether every item may leave as it is: the common case (our own spans), checked
         in one tight loop that stops at the first item needing more (the loop in
         `attributes` then decides, and counts). Raises TypeError on an unhashable value."""
-        known, checks, memoisable, secrets = self._known, self._checks, self._memoisable, self._secrets
+        known, checks, memoisable, has_secret = self._known, self._checks, self._memoisable, self._has_secret
         for item in attributes.items():
             if item in known:
                 continue
             key, value = item
             check = checks.get(key)
-            if check is None or not check(value) or (secrets and self._has_secret(value)):
+            if check is None or not check(value) or has_secret(value):
                 return False
             if key in memoisable:
                 self._remember(item)
@@ -276,9 +300,14 @@ class SpanSanitiser:
         if cached is not None and cached[0] is scope:
             return cached[1]
         attributes = self.attributes(scope.attributes)
-        name = scope.name if sh.SCOPE_NAME.fits(scope.name) else sh.REDACTED_NAME
-        version = scope.version if not scope.version or sh.SCOPE_VERSION.fits(scope.version) else None
+        name = scope.name if sh.SCOPE_NAME.fits(scope.name) and not self._has_secret(scope.name) else sh.REDACTED_NAME
+        version = scope.version if not scope.version or (
+            sh.SCOPE_VERSION.fits(scope.version) and not self._has_secret(scope.version)) else None
         schema = scope.schema_url if not scope.schema_url or sh.SCHEMA_URL.fits(scope.schema_url) else None
+        if name is not scope.name:
+            self._withhold("scope.name")
+        if version is not scope.version:
+            self._withhold("scope.version")
         if attributes is None and (name, version, schema) == (scope.name, scope.version, scope.schema_url):
             clean = scope
         else:
@@ -449,11 +478,13 @@ class MetadataOnlySpanProcessor(SpanProcessor):
         content_scrubber: Scrubber | None = None,
         hash_key: bytes | None = None,
         shapes: Mapping[str, sh.Shape] = sh.SHAPES,
+        secret_patterns: Scrubber | None = None,
     ) -> None:
         self._next = next_processor
         self.account = account if account is not None else TelemetryAccount()
         self._default = SpanSanitiser(allowlist, shapes=shapes, account=self.account, secrets=secrets,
-                                      content_scrubber=content_scrubber, hash_key=hash_key)
+                                      content_scrubber=content_scrubber, hash_key=hash_key,
+                                      secret_patterns=secret_patterns)
         self._sanitise: Sanitiser = sanitiser or self._default
 
     def add_secrets(self, secrets: Iterable[str]) -> None:

@@ -259,14 +259,17 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("trace state", f"only an `ot` entry matching `^{TRACESTATE_OT_PATTERN}$`; every other entry is removed"),
     ("link", "trace and span id; attributes shaped as below; its trace state reduced as above"),
     ("instrumentation scope", f"name `^{SCOPE_NAME_PATTERN}$` (else `{REDACTED_NAME}`), version "
-     f"`^{SCOPE_VERSION_PATTERN}$` and schema URL `^{SCHEMA_URL_PATTERN}$` (else removed); attributes shaped "
-     "as below"),
+     f"`^{SCOPE_VERSION_PATTERN}$` and schema URL `^{SCHEMA_URL_PATTERN}$` (else removed), a name or version "
+     "holding a secret the same; attributes shaped as below"),
     ("resource", "what you configured (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), `telemetry.sdk.*` "
-     "and, outside replays, a random `service.instance.id`; an attribute whose key or value holds a secret is "
-     "left out and counted"),
+     "and, outside replays, a random `service.instance.id`; an attribute whose key or value holds a secret, "
+     "or whose `key=value` assigns one (`db.password=...`), is left out and counted"),
     ("ids, times, kind", "trace and span ids, timestamps, span kind, status code, dropped counts"),
-    ("metric attributes", "only the keys our metrics declare, each shaped as below (a value that does not fit, "
-     "or holds a secret, is left off the point and counted); no ids, no free text"),
+    ("metric attributes", "our metrics': only the keys they declare, no ids, no free text; anyone else's "
+     "instruments on our MeterProvider: a span's keys (never content). Each value shaped as below (a value that "
+     "does not fit, or holds a secret, is left off the point and counted once; points then alike are merged)"),
+    ("metric", "name, description and unit as the instrument gives them; a metric whose name holds a secret is "
+     "left out, a description or unit holding one removed; exemplars never"),
 )
 
 

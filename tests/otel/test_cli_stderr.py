@@ -9,10 +9,13 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from cafe import counter
 from cafe.cli import main
 from cafe.counter.cli import plugin as COUNTER
 from cafe_otel._cli.logs import ExporterLogCapture, redactor
@@ -96,6 +99,75 @@ def test_debug_shows_the_exporters_lines_redacted():
     assert "cafe: debug: opentelemetry.exporter" in result.stderr
     for secret in SECRETS:
         assert secret not in result.stderr
+
+
+PATH_KEY = "sk-proj-PATHKEYabcdefghijklmn"  # some receivers take their key in the path
+DETAILS_KEY = "ghp_Ab3dEf6hIj9lMn2pQr5tUv"  # what a receiver's error details may echo
+
+
+@contextmanager
+def refusing_grpc_receiver(status: str = "UNKNOWN") -> Iterator[str]:
+    """An OTLP/gRPC receiver on 127.0.0.1 that refuses every export with `status` and error
+    details holding a key (UNKNOWN makes the SDK's exporter log the error's traceback too)."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    class Refusing:
+        def Export(self, request: object, context: grpc.ServicerContext) -> None:
+            context.abort(grpc.StatusCode[status], f"bad credentials: {DETAILS_KEY}")
+
+    class Traces(Refusing, trace_service_pb2_grpc.TraceServiceServicer):
+        pass
+
+    class Metrics(Refusing, metrics_service_pb2_grpc.MetricsServiceServicer):
+        pass
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop(0)
+
+
+def _recorded(tmp_path: Path) -> str:
+
+    path = tmp_path / "shift.jsonl"
+    counter.record_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, path, responder=counter.make_responder([]))
+    return str(path)
+
+
+def test_debug_shows_no_key_of_the_endpoints_path(tmp_path):
+    # `cafe export` waits for its export (--timeout): the exporter's retry line is sure to come.
+    endpoint = f"http://127.0.0.1:{closed_port()}/{PATH_KEY}/v1/traces?token={TOKEN}"
+    result = _cafe("export", _recorded(tmp_path), "--otlp-protocol", "http/protobuf", f"--otlp={endpoint}",
+                   "--timeout", "3", env={"OTEL_EXPORTER_OTLP_TIMEOUT": "2000", "CAFE_DEBUG": "1"})
+    assert result.returncode == 48, result.stderr
+    assert "cafe: debug: opentelemetry.exporter" in result.stderr and "Transient error" in result.stderr
+    assert "/[REDACTED]/v1/traces" in result.stderr
+    assert PATH_KEY[8:] not in result.stderr and TOKEN not in result.stderr
+
+
+@pytest.mark.parametrize("status", ["UNKNOWN", "PERMISSION_DENIED"])
+def test_a_grpc_receivers_error_details_holding_a_key_never_reach_stderr(tmp_path, status):
+    recording = _recorded(tmp_path)
+    with refusing_grpc_receiver(status) as endpoint:
+        for debug in ({}, {"CAFE_DEBUG": "1"}):
+            result = _cafe("export", recording, "--otlp-protocol", "grpc", f"--otlp={endpoint}", "--timeout", "3",
+                           env={"OTEL_EXPORTER_OTLP_TIMEOUT": "2000", **debug})
+            assert result.returncode == 48, result.stderr
+            assert DETAILS_KEY not in result.stderr, result.stderr
+            if debug:
+                # The exporter's own line was shown, redacted (for UNKNOWN with its traceback).
+                assert f"error code: StatusCode.{status}, error details: bad credentials: [REDACTED]" in result.stderr
+            else:
+                assert result.stderr.count("\n") == 1 and result.stderr.startswith("cafe: error: 14 of 14 spans")
 
 
 # --- in process ---------------------------------------------------------------------

@@ -405,3 +405,121 @@ def test_a_secret_added_after_configure_is_kept_out_of_the_resource_and_counted(
     assert KEY.encode() not in metrics.data and b"team" in metrics.data
     assert handle.account.withheld["resource"] >= len(exported) + 1  # each span, and the metric export
     assert run.model_calls > 0
+
+
+# --- the secret patterns: a value of its key's shape may still be a secret ------------------
+
+# One key of each family the recordings are scrubbed of, each short enough to fit the shapes of
+# an id, a finish reason and a service tier (the shape check alone lets them through).
+FAMILIES = {
+    "openai": "sk-proj-Ab3dEf6hIj9lMn2pQr5t",
+    "github": "ghp_Ab3dEf6hIj9lMn2pQr5tUv",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "slack": "xoxb-1234567890-Ab3dEf6hIj",
+    "stripe": "sk_live_Ab3dEf6hIj9lMn2p",
+}
+SERVER_FIELDS = ("gen_ai.response.id", "gen_ai.response.model", "gen_ai.response.finish_reasons",
+                 "openai.response.system_fingerprint", "openai.response.service_tier")
+
+
+def _wire_calls(base_url: str, *, calls: int = 2, environ: dict[str, str] | None = None):
+    """`calls` real `openai` SDK calls under our instrumentor; (spans, metric bytes, account)."""
+    import openai
+
+    from cafe_otel.instrumentation import OpenAIWireInstrumentor
+
+    spans, metrics = InMemorySpanExporter(), KeptMetrics()
+    handle = configure(exporter=spans, environ=environ or {}, set_global=False,
+                       batch=BatchOptions(schedule_delay=0.05), metrics=MetricsOptions(exporter=metrics))
+    instrumentor = OpenAIWireInstrumentor()
+    instrumentor.instrument(telemetry=handle)
+    try:
+        client = openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+        for _ in range(calls):
+            client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "a latte"}])
+    finally:
+        instrumentor.uninstrument()
+        handle.shutdown(5.0)
+    return list(spans.get_finished_spans()), metrics.data, handle.account
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_server_reply_whose_fields_hold_a_secret_of_any_family_leaves_none_of_it(family):
+    secret = FAMILIES[family]
+    reply = planted_reply(response_id=secret, model=secret, finish_reason=secret, call_id="call_{n}",
+                          tool_name="price_check", text="Anything else?")
+    with echo_server(reply, odd={"system_fingerprint": secret, "service_tier": secret}) as url:
+        spans, metric_data, account = _wire_calls(url)
+    assert len(spans) == 2 and metric_data  # both signals left
+    assert secret.encode() not in encode(spans) and secret.encode() not in metric_data
+    for span in spans:
+        assert not set(SERVER_FIELDS) & set(span.attributes), dict(span.attributes)  # withheld, not hashed
+        assert span.attributes["gen_ai.request.model"] == "gpt-4o-mini"  # the rest of the span is there
+    for field in SERVER_FIELDS:
+        assert account.withheld[field] >= 2, account.withheld  # counted, on each call's span
+
+
+def test_server_fields_without_a_secret_still_leave_as_they_are():
+    reply = planted_reply(response_id="chatcmpl-abc123", model="gpt-4o-mini-2024-07-18", finish_reason="stop",
+                          call_id="call_{n}", tool_name="price_check", text="Anything else?")
+    with echo_server(reply, odd={"system_fingerprint": "fp_44709d6fcb", "service_tier": "default"}) as url:
+        spans, _, account = _wire_calls(url)
+    assert {key: spans[0].attributes[key] for key in SERVER_FIELDS} == {
+        "gen_ai.response.id": "chatcmpl-abc123", "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+        "gen_ai.response.finish_reasons": ("stop",), "openai.response.system_fingerprint": "fp_44709d6fcb",
+        "openai.response.service_tier": "default"}
+    assert account.withheld == {}
+
+
+def test_a_configured_scrub_pattern_keeps_its_secrets_out_of_telemetry_too():
+    secret = "acme_q8w7e6r5t4y3"  # no default family: only the operator's own pattern names it
+    reply = planted_reply(response_id=secret, model="gpt-4o-mini", finish_reason="stop", call_id="call_{n}",
+                          tool_name="price_check", text="Anything else?")
+    with echo_server(reply) as url:
+        spans, _, account = _wire_calls(url, environ={"CAFE_SCRUB_PATTERNS": r"acme_[a-z0-9]{12}"})
+    assert secret.encode() not in encode(spans)
+    assert "gen_ai.response.id" not in spans[0].attributes and account.withheld["gen_ai.response.id"] == 2
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_secret_of_any_family_in_any_field_of_a_third_party_span_never_leaves(family):
+    secret = FAMILIES[family]
+    provider, sink, account = _pipeline()
+    tracer = provider.get_tracer(secret, secret, attributes={"gen_ai.agent.version": secret})
+    with tracer.start_as_current_span("parent") as parent:
+        link = Link(parent.get_span_context(), {"gen_ai.conversation.id": secret})
+        with tracer.start_as_current_span(f"chat {secret}", links=[link],
+                                          attributes={"gen_ai.tool.call.id": secret,
+                                                      "gen_ai.response.finish_reasons": ("stop", secret),
+                                                      "gen_ai.request.model": "gpt-4o-mini"}) as span:
+            span.add_event("gen_ai.choice", {"gen_ai.response.id": secret})
+    provider.shutdown()
+    spans = sink.get_finished_spans()
+    assert secret.encode() not in encode(spans) and secret not in repr([s.to_json() for s in spans])
+    child = next(s for s in spans if s.name != "parent")
+    assert child.name == REDACTED_NAME and dict(child.attributes) == {"gen_ai.request.model": "gpt-4o-mini"}
+    assert dict(child.events[0].attributes) == {} and dict(child.links[0].attributes) == {}
+    scope = child.instrumentation_scope
+    assert (scope.name, scope.version, dict(scope.attributes or {})) == (REDACTED_NAME, None, {})
+    assert {"span.name", "gen_ai.tool.call.id", "gen_ai.response.finish_reasons", "gen_ai.response.id",
+            "gen_ai.conversation.id", "scope.name", "scope.version", "gen_ai.agent.version"} <= set(account.withheld)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_secret_of_any_family_in_the_resource_variables_leaves_with_no_span_and_no_point(family):
+    secret = FAMILIES[family]
+    spans, metrics = InMemorySpanExporter(), KeptMetrics()
+    environ = {"OTEL_RESOURCE_ATTRIBUTES": f"deployment.environment=prod,note={secret},{secret}=x,db.password=hunter22",
+               "OTEL_SERVICE_NAME": "counter"}
+    handle = configure(exporter=spans, environ=environ, set_global=False, batch=BatchOptions(schedule_delay=0.05),
+                       metrics=MetricsOptions(exporter=metrics))
+    counter.run_shift(counter.ScriptedClient(), counter.DEFAULT_SCRIPT, counter.make_responder(SEED_DECISIONS),
+                   tracer=handle.tracer())
+    handle.shutdown(5.0)
+    exported = spans.get_finished_spans()
+    assert exported and metrics.data
+    for data in (encode(exported), metrics.data):
+        assert secret.encode() not in data and b"hunter22" not in data
+        assert b"deployment.environment" in data and b"counter" in data  # the rest of the resource stays
+    assert {"note", secret, "db.password"}.isdisjoint(exported[0].resource.attributes)
+    assert handle.account.withheld["resource"] >= len(exported)

@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from cafe.counter import DEFAULT_SCRIPT, ScriptedClient, make_responder, run_shift
+from cafe.counter import DEFAULT_SCRIPT, ScriptedClient, make_responder, record_shift, run_shift
 from cafe_otel import configure
 from cafe_otel._export.account import EXPORTER_METRIC_POINTS_EXPORTED, EXPORTER_SPAN_EXPORTED, REJECTED
 from cafe_otel._export.batch import BoundedBatchSpanProcessor
@@ -61,8 +61,8 @@ def _rejecting(spans: int = 0, points: int = 0) -> Answer:
     return answer
 
 
-def _shift_through(endpoint: str, *, metrics: bool = False) -> Any:
-    handle = configure(service_name="cafe-test", endpoint=endpoint, protocol="http/protobuf",
+def _shift_through(endpoint: str, *, metrics: bool = False, protocol: str = "http/protobuf") -> Any:
+    handle = configure(service_name="cafe-test", endpoint=endpoint, protocol=protocol,
                        metrics=metrics, environ={})
     run_shift(ScriptedClient(), list(DEFAULT_SCRIPT), make_responder([]),
                    tracer=handle.tracer())
@@ -178,3 +178,103 @@ def tracer_provider() -> Iterator[Callable[[Any], Any]]:
     yield make
     for provider in made:
         provider.shutdown()
+
+
+# --- over OTLP/gRPC: the same answer, read from the stub ----------------------------------------
+
+@contextmanager
+def grpc_receiver(*, spans: int | None = None, points: int | None = None) -> Iterator[tuple[str, list[int]]]:
+    """An OTLP/gRPC receiver on 127.0.0.1 that takes every request and answers a partial
+    success rejecting `spans` of each traces request and `points` of each metrics request
+    (None: all it was sent); yields its endpoint and how many items it was sent."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    sent: list[int] = []
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request: Any, context: Any) -> ExportTraceServiceResponse:
+            count = sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
+            sent.append(count)
+            return ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(
+                rejected_spans=count if spans is None else spans, error_message=SERVER_TEXT))
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+        def Export(self, request: Any, context: Any) -> ExportMetricsServiceResponse:
+            count = sum(len(getattr(metric, metric.WhichOneof("data")).data_points)
+                        for resource in request.resource_metrics for scope in resource.scope_metrics
+                        for metric in scope.metrics)
+            return ExportMetricsServiceResponse(partial_success=ExportMetricsPartialSuccess(
+                rejected_data_points=count if points is None else points, error_message=SERVER_TEXT))
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}", sent
+    finally:
+        server.stop(0)
+
+
+def test_spans_and_points_a_grpc_receiver_rejects_are_counted_as_lost():
+    with grpc_receiver() as (endpoint, sent):
+        handle = _shift_through(endpoint, metrics=True, protocol="grpc")
+    assert sum(sent) == SHIFT_SPANS  # every span reached the receiver, which rejected them all
+    snapshot = handle.account.snapshot()
+    assert (snapshot.exported, snapshot.dropped) == (0, SHIFT_SPANS)
+    assert snapshot.metric_points_exported == 0 and snapshot.metric_points_dropped_by_type[REJECTED] > 0
+    points = _points(handle)
+    assert points[(EXPORTER_SPAN_EXPORTED, REJECTED)] == SHIFT_SPANS
+    assert (EXPORTER_METRIC_POINTS_EXPORTED, REJECTED) in points
+    summary = handle.account.summary()
+    assert f"{SHIFT_SPANS} rejected by the receiver" in summary and SERVER_TEXT not in summary
+
+
+def test_a_grpc_receiver_rejecting_some_spans_loses_those_only():
+    with grpc_receiver(spans=3) as (endpoint, _):
+        handle = _shift_through(endpoint, protocol="grpc")
+    assert (handle.account.exported, handle.account.dropped) == (SHIFT_SPANS - 3, 3)
+
+
+def test_a_grpc_receiver_rejecting_none_delivers_everything():
+    with grpc_receiver(spans=0, points=0) as (endpoint, _):
+        handle = _shift_through(endpoint, metrics=True, protocol="grpc")
+    snapshot = handle.account.snapshot()
+    assert (snapshot.exported, snapshot.dropped, snapshot.metric_points_dropped_by_type) == (SHIFT_SPANS, 0, {})
+
+
+def _recorded(tmp_path: Any) -> str:
+    from .conftest import SEED_DECISIONS
+
+    path = tmp_path / "shift.jsonl"
+    record_shift(ScriptedClient(), DEFAULT_SCRIPT, path, responder=make_responder(SEED_DECISIONS))
+    return str(path)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_cafe_export_fails_when_the_receiver_rejects_every_span(tmp_path, protocol):
+    import io
+
+    from cafe.cli import main
+    from cafe_otel._cli.plugin import TelemetryExportFailed, plugin
+
+    def export(endpoint: str) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["export", _recorded(tmp_path), "--otlp-protocol", protocol, "--otlp", endpoint],
+                    environ={}, out=out, err=err, load_plugins=lambda warn: [plugin])
+        return code, err.getvalue()
+
+    if protocol == "grpc":
+        with grpc_receiver() as (endpoint, _):
+            code, err = export(endpoint)
+    else:
+        with receiver(_rejecting(spans=10_000)) as (endpoint, _):
+            code, err = export(endpoint)
+    assert code == TelemetryExportFailed.exit_code, err
+    assert "telemetry: 0 spans exported, 17 dropped" in err and "17 rejected by the receiver" in err
+    assert err.count("\n") == 1 and SERVER_TEXT not in err

@@ -106,11 +106,22 @@ def test_sdk_disabled_accepts_true_or_false_only(value):
     ("http://127.0.0.1:99999", "port"), ("http://[::1", "IPv6"), ("http://host:port", "port"),
     ("ftp://x", "scheme 'ftp'"), ("http://:4317", "no host"), ("http://127.0.0.1:0", "port 0"),
     ("http://exa mple:4317", "space"),
+    # What the exporter would fail every export on, said once: no DNS name, no IP address.
+    ("http://-1", "neither a DNS name nor an IP address"),
+    ("http://" + "9" * 40, "neither a DNS name nor an IP address"),
+    ("http://1.2.3.999:4317", "neither a DNS name nor an IP address"),
+    ("http://ünïcødé☕:4317", "not ASCII"), ("http://bad-.example", "neither a DNS name nor an IP address"),
 ])
 def test_a_bad_endpoint_names_its_variable(variable, url, problem):
     with pytest.raises(TelemetryConfigError) as caught:
         resolve_settings(environ={variable: url})
     assert str(caught.value).startswith(f"{variable}: ") and problem in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["http://localhost:4318", "http://otel_collector:4317", "https://ingest.example.com.",
+                                 "http://[::1]:4317", "http://10.0.0.7", "http://xn--caf-dma.example"])
+def test_an_endpoint_of_any_host_a_collector_is_found_at_is_taken(url):
+    assert resolve_settings(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": url}).endpoint == url
 
 
 def test_a_bad_explicit_endpoint_names_the_option():

@@ -146,3 +146,177 @@ def test_the_instrumentor_can_be_left_out_and_a_bad_setting_leaves_the_program_r
     assert expected in done.stderr
     assert receiver.spans() == []
     assert "Traceback" not in done.stderr
+
+
+# --- the exporters' own lines: held, redacted -----------------------------------------------------
+
+PATH_KEY = "sk-proj-PATHKEYabcdefghijklmn"  # some receivers take their key in the path
+QUERY_TOKEN = "qtok3nSECRET"
+# An application that makes one span and lives on a moment: its batch (50 ms) is exported,
+# and the exporter has failed and logged, before the process exits.
+PROBE = """
+import time
+from opentelemetry import metrics, trace
+with trace.get_tracer("probe").start_as_current_span("probe"):
+    metrics.get_meter("probe").create_counter("probe.runs").add(1)
+time.sleep(1.0)
+print("ran")
+"""
+
+
+def _instrumented(tmp_path: Path, environ: dict[str, str], program: str = PROBE) -> subprocess.CompletedProcess[str]:
+    command = _instrument_command()
+    script = tmp_path / "probe.py"
+    script.write_text(program, encoding="utf-8")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "OPENAI_", "CAFE_"))}
+    env.update({"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_METRIC_EXPORT_INTERVAL": "600000", **environ})
+    return subprocess.run([str(command), sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+
+
+def test_the_exporters_lines_are_held_and_redacted_under_opentelemetry_instrument(tmp_path: Path) -> None:
+    from .conftest import closed_port
+
+    endpoint = f"http://127.0.0.1:{closed_port()}/{PATH_KEY}/v1/traces?token={QUERY_TOKEN}"
+    environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+               "OTEL_METRICS_EXPORTER": "none"}
+    quiet, debug = _instrumented(tmp_path, environ), _instrumented(tmp_path, {**environ, "CAFE_DEBUG": "1"})
+    for done in (quiet, debug):
+        assert done.returncode == 0 and done.stdout == "ran\n", done.stderr
+        assert PATH_KEY[8:] not in done.stderr and QUERY_TOKEN not in done.stderr, done.stderr
+    (line,) = quiet.stderr.splitlines()
+    assert line.startswith("cafe-otel: telemetry: 0 spans exported, 1 dropped") and "(exporter: " in line
+    assert "cafe-otel: debug: opentelemetry.exporter" in debug.stderr and "Transient error" in debug.stderr
+    assert "/[REDACTED]/v1/traces" in debug.stderr
+
+
+def test_a_grpc_receivers_error_details_never_reach_stderr_under_opentelemetry_instrument(tmp_path: Path) -> None:
+    from .test_cli_stderr import DETAILS_KEY, refusing_grpc_receiver
+
+    with refusing_grpc_receiver("UNKNOWN") as endpoint:
+        environ = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                   "OTEL_METRICS_EXPORTER": "none"}
+        quiet, debug = _instrumented(tmp_path, environ), _instrumented(tmp_path, {**environ, "CAFE_DEBUG": "1"})
+    for done in (quiet, debug):
+        assert done.returncode == 0 and done.stdout == "ran\n", done.stderr
+        assert DETAILS_KEY not in done.stderr, done.stderr
+    assert len(quiet.stderr.splitlines()) == 1 and quiet.stderr.startswith("cafe-otel: telemetry: ")
+    # Shown with CAFE_DEBUG, its traceback (the SDK logs one for UNKNOWN) redacted too.
+    assert "error details: bad credentials: [REDACTED]" in debug.stderr and "Traceback" not in debug.stderr
+
+
+# --- every hostile OTEL_* value: one line on stderr, and the program runs -------------------------
+
+HOSTILE = {"negative": "-1", "huge": "9" * 40, "non-numeric": "abc", "empty": "", "unicode": "ünïcødé☕",
+           "control": "\x1b[31mred\x07\r\nnext"}
+# Read by `opentelemetry-instrument` itself before any code of ours is loaded (in the launcher,
+# or in the program's sitecustomize before the distro): what it does with a bad one is its own
+# (docs/instrumentation.md). OTEL_PROPAGATORS there fails the launcher before the program runs.
+READ_BEFORE_US = frozenset({"OTEL_PROPAGATORS", "OTEL_PYTHON_CONTEXT",
+                            "OTEL_PYTHON_AUTO_INSTRUMENTATION_EXPERIMENTAL_GEVENT_PATCH"})
+# Each decides which distro, configurator or instrumentors load: tried one at a time.
+CHOOSING = ("OTEL_PYTHON_DISTRO", "OTEL_PYTHON_CONFIGURATOR", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS")
+
+
+def _sdk_variables() -> frozenset[str]:
+    """Every `OTEL_*` name the installed OpenTelemetry packages (API, SDK, exporters,
+    instrumentation) spell in their code."""
+    import re
+
+    import opentelemetry
+
+    found: set[str] = set()
+    for root in opentelemetry.__path__:
+        for path in Path(root).rglob("*.py"):
+            found.update(re.findall(r"""["'](OTEL_[A-Z0-9_]+)["']""", path.read_text(encoding="utf-8")))
+    return frozenset(found)
+
+
+def _ours() -> frozenset[str]:
+    from cafe_otel._config.variables import KNOWN_VARIABLES
+
+    return frozenset(name for name in KNOWN_VARIABLES if name.startswith("OTEL_"))
+
+
+def _one_line_and_ran(done: subprocess.CompletedProcess[str]) -> str | None:
+    """None when the run is as promised, else what is wrong with it."""
+    lines = done.stderr.splitlines()
+    if done.returncode != 0 or done.stdout != "ran\n":
+        return f"exit {done.returncode}, stdout {done.stdout!r}: {done.stderr[-600:]!r}"
+    if len(lines) != 1 or not lines[0].startswith("cafe-otel: telemetry"):
+        return f"stderr is not our one line: {done.stderr[-600:]!r}"
+    if "\x1b" in done.stderr or "\x07" in done.stderr:
+        return f"a control character reached stderr: {done.stderr!r}"
+    return None
+
+
+def _runs(tmp_path: Path, receiver: Receiver, cases: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Each case (its own variables over a pipeline that works) under the real
+    `opentelemetry-instrument`, two at a time; what went wrong, by case."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+
+    def run(item: tuple[int, tuple[str, dict[str, str]]]) -> tuple[str, str | None]:
+        index, (name, variables) = item
+        directory = tmp_path / str(index)
+        directory.mkdir()
+        return name, _one_line_and_ran(_instrumented(directory, {**base, **variables}))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(run, enumerate(cases.items())))
+    return {name: wrong for name, wrong in outcomes if wrong is not None}
+
+
+def test_the_sdks_variables_all_hostile_at_once_leave_one_line(tmp_path: Path, receiver: Receiver) -> None:
+    # Ours stay as they are (they are tried below): the pipeline is configured, so every place
+    # the SDK, its exporters and the instrumentation read theirs is reached.
+    variables = sorted(_sdk_variables() - _ours() - READ_BEFORE_US - frozenset(CHOOSING))
+    assert {"OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER",
+            "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"} <= set(variables)
+    cases = {kind: dict.fromkeys(variables, value) for kind, value in HOSTILE.items()}
+    assert _runs(tmp_path, receiver, cases) == {}
+
+
+def test_a_variable_that_chooses_what_loads_gets_the_one_line_whatever_its_value(
+        tmp_path: Path, receiver: Receiver) -> None:
+    cases = {f"{name}={kind}": {name: value} for name in CHOOSING for kind, value in HOSTILE.items()}
+    assert _runs(tmp_path, receiver, cases) == {}
+
+
+def test_our_variables_hostile_are_the_one_line_telemetry_is_off(tmp_path: Path, receiver: Receiver) -> None:
+    # All at once the first is named, and each one alone is refused by `resolve` (below); the
+    # span limit the SDK reads as it is imported is tried alone, for the import's own sake.
+    ours = sorted(_ours())
+    cases = {f"all={kind}": dict.fromkeys(ours, value) for kind, value in HOSTILE.items()}
+    cases.update({f"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT={kind}": {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": value}
+                  for kind, value in HOSTILE.items()})
+    assert _runs(tmp_path, receiver, cases) == {}
+
+
+def test_each_of_our_variables_hostile_is_refused_by_name_or_taken() -> None:
+    from cafe_otel._config import resolve
+    from cafe_otel._config.settings import TelemetryConfigError
+
+    for name in sorted(_ours()):
+        for kind, value in HOSTILE.items():
+            try:
+                resolve({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", name: value})
+            except TelemetryConfigError as error:  # anything else is a traceback under opentelemetry-instrument
+                text = str(error)
+                assert "OTEL_" in text, (name, kind, text)  # it names what to fix
+                assert "\n" not in text and "\x1b" not in text and "\x07" not in text, (name, kind, text)
+
+
+@pytest.mark.parametrize("value", ["", "cafe-otel", "\x1b[31mred"])
+def test_a_configurator_variable_that_loads_none_says_so_and_how_to_load_ours(
+        tmp_path: Path, receiver: Receiver, value: str) -> None:
+    base = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    refused = _instrumented(tmp_path, {**base, "OTEL_PYTHON_CONFIGURATOR": value})
+    assert refused.returncode == 0 and refused.stdout == "ran\n"
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("cafe-otel: telemetry is off: OTEL_PYTHON_CONFIGURATOR ")
+    assert line.endswith("; unset it, or set it to cafe_otel") and "\x1b" not in line
+    # The remedy works: named, our configurator loads, and the span leaves.
+    taken = _instrumented(tmp_path, {**base, "OTEL_PYTHON_CONFIGURATOR": "cafe_otel"})
+    assert taken.stderr.startswith("cafe-otel: telemetry: 1 spans exported, 0 dropped"), taken.stderr

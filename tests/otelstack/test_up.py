@@ -147,3 +147,49 @@ def test_up_records_a_command_line_down_can_match_when_proc_shows_it_late(direct
     said = io.StringIO()
     assert down(directory, out=said) == 0
     assert said.getvalue().splitlines()[-1] == "stack down (2 process(es) stopped)"
+
+
+def test_the_command_line_moves_the_ports_it_is_told_and_keeps_the_others(directory, fakes_dir, ports,
+                                                                           monkeypatch, capsys) -> None:
+    from otelstack.local import PORTS, main
+
+    for name, value in _environ(fakes_dir).items():
+        monkeypatch.setenv(name, value)
+    options = [f"--port={program}.{label}={number}" for program, found in ports.items()
+               for label, number in found.items()]
+    assert main(["up", "--dir", str(directory), *options]) == 0
+    said = capsys.readouterr().out
+    assert f"grpc http://127.0.0.1:{ports['collector']['otlp_grpc']}" in said
+    assert f"CAFE_JAEGER_URL=http://127.0.0.1:{ports['jaeger']['query_http']}" in said
+    assert not any(f":{number}" in said for found in PORTS.values() for number in found.values())
+    assert down(directory, out=io.StringIO()) == 0
+
+
+def test_the_usual_ports_stay_the_default():
+    from otelstack.local import PORTS, chosen_ports
+
+    assert chosen_ports([]) == PORTS
+    moved = chosen_ports([("collector", "otlp_grpc", 24317)])
+    assert moved["collector"] == {**PORTS["collector"], "otlp_grpc": 24317} and moved["jaeger"] == PORTS["jaeger"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--port", "collector.otlp=1"], "expected PROGRAM.PORT=NUMBER, PROGRAM.PORT one of collector.otlp_grpc"),
+    (["--port", "collector.otlp_grpc"], "expected PROGRAM.PORT=NUMBER"),
+    (["--port", "collector.otlp_grpc=0"], "collector.otlp_grpc: expected a port number from 1 to 65535"),
+    (["--port", "collector.otlp_grpc=70000"], "expected a port number from 1 to 65535"),
+    (["--port", "collector.otlp_grpc=４３"], "expected a port number from 1 to 65535"),
+    (["--port", "collector.otlp_grpc=14317"], "jaeger.otlp_grpc and collector.otlp_grpc are both port 14317"),
+])
+def test_a_bad_port_setting_is_one_usage_line_and_starts_nothing(tmp_path, options, message) -> None:
+    import subprocess
+    import sys
+
+    from tests.otelstack.helpers import REPO
+
+    directory = tmp_path / ".stack"
+    result = subprocess.run([sys.executable, "-m", "otelstack", "up", "--dir", str(directory), *options], cwd=REPO,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("python -m otelstack: error: ")
+    assert not directory.exists()
