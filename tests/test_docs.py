@@ -194,6 +194,13 @@ def test_the_markdown_under_docs_bench_and_the_root_is_at_most_100_kb() -> None:
     assert sum(sizes.values()) <= BUDGET_BYTES, f"{sum(sizes.values()):,} bytes in all: {sizes}"
 
 
+def test_the_docs_are_one_folder_beside_the_root_and_bench() -> None:
+    # Elsewhere, only a README that says what each data file beside it is (configs, recordings).
+    outside = set(markdown_files()) - set(budgeted_files())
+    assert {str(path.relative_to(REPO)) for path in outside} <= {"collector-config/README.md",
+                                                                  "tests/recordings/README.md"}
+
+
 # --- the flags the docs name --------------------------------------------------------------------
 
 
