@@ -1,10 +1,17 @@
-"""cafe_otel: GenAI spans and metrics on OpenTelemetry (semconv 1.41.1) for the café
-harness and for any agent that calls the `openai` SDK.
+"""cafe_otel: GenAI spans and metrics on OpenTelemetry (semconv 1.41.1) for any agent that
+calls the `openai` SDK, and for the café example. How to use it: docs/telemetry.md,
+docs/instrumentation.md and docs/privacy.md.
 
 The names below are the public face; every module whose name starts with `_` is private and
 may change between releases. Three modules are public beside it: `cafe_otel.semconv` (every
 attribute and metric name), `cafe_otel.agent` (agent and tool spans) and
-`cafe_otel.instrumentation` (the `opentelemetry-instrument` entry points).
+`cafe_otel.instrumentation` (the `opentelemetry-instrument` entry points). Inside:
+`_config/` (every `OTEL_*` and `CAFE_*` variable read once, `resolve()`), `_configure.py`
+(`configure()`: providers, chains, the handle), `_wire/` (a call read through `cafe.apis` into
+span attributes and metrics), `_spans/` (cafe's trace events to spans), `_privacy/` (the
+shapes, the metadata-only check, the redacting log step), `_export/` (batching, the fail-soft
+boundary, the account), `_metrics/`, `_offline/` (a recording to spans, OTLP bytes), `_cli/`
+(`--otlp`, `cafe export`) and `_counter/` (the café example's side: `cafe demo`, `cafe golden`).
 
 Metadata-only by default, with a fail-soft, bounded export boundary. Importing this
 package has no side effects and reads no environment: nothing global is set, the SDK is

@@ -32,7 +32,7 @@ _BY_NAME = re.compile(r"""pip install(?:\s+-\S+)*\s+['"]?cafe[-_]otel(?:\[[^\]]*
 def test_no_doc_or_message_installs_cafe_otel_by_name_from_an_index() -> None:
     """cafe-otel is not on PyPI: what a reader is told to run installs it from a checkout, its
     repository or a built wheel, and the gRPC remedy installs a requirement that is on PyPI."""
-    texts = [REPO / "README.md", REPO / "cafe_otel" / "README.md", *sorted((REPO / "docs").glob("*.md")),
+    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
              *sorted((REPO / "cafe").rglob("*.py")), *sorted((REPO / "cafe_otel").rglob("*.py"))]
     found = [f"{path.relative_to(REPO)}: {match.group(0)}" for path in texts
              for match in _BY_NAME.finditer(path.read_text(encoding="utf-8"))]

@@ -1,19 +1,7 @@
-"""The recording format, version 1: JSON Lines, one object a line.
-
-    line 1      {"format": "cafe-recording", "version": 1, "harness": ..., "model": ...,
-                 "provider": ..., "recorded_at": ..., "seed": ..., "clock_origin_unix_nano": ...,
-                 "script": [...], "decisions": [...], "max_turns": ..., "max_repairs": ...,
-                 "temperature": ...}
-    line 2..n   {"call": 1, "request": {...}, "response": {...},
-                 "timing": {"start_unix_nano": ..., "duration_ns": ...}}
-    last line   {"end": {"stop_reason": ..., "model_calls": ..., "transcript_sha256": ...}}
-
-The end line is written when the shift finishes; a recording without one is a shift that
-did not finish (its calls still replay). Files of the seed's plain form, where every line
-is `{"request": ..., "response": ...}` and there is no header, load as version 0.
-
-Every field, the error names and exit codes, and the privacy rules are documented in
-docs/recording-format.md.
+"""The recording format: JSON Lines, a header line, one line a model call, and a shift's end
+line; versions 0 (no header, read only), 1 (a café shift), 2 (wire exchanges) and 3 (an
+unfinished wire recording). Its specification, every field, error and exit code, is
+docs/recording-format.md; here are its types and their encoding.
 """
 
 from __future__ import annotations
