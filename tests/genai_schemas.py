@@ -1,5 +1,6 @@
-"""The GenAI conventions' published JSON schemas for captured content (semconv 1.41.1,
-`docs/gen-ai/gen-ai-*.json`), read from the shared notes beside the checkout when present
+"""The GenAI conventions as published (semconv 1.41.1): the attribute registry
+(`model/*/registry.yaml`) and the JSON schemas for captured content (`docs/gen-ai/gen-ai-*.json`),
+read from the shared notes beside the checkout when present
 (`CAFE_SEMCONV_DIR` points elsewhere); without them the tests that validate against them skip."""
 
 from __future__ import annotations
@@ -7,10 +8,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,3 +50,43 @@ def valid(name: str, value: Any) -> Any:
     found = violations(name, value)
     assert found == [], (name, found)
     return value
+
+
+@functools.cache
+def registry() -> dict[str, str]:
+    """Each attribute the registry defines, by its type (`enum` for one with members)."""
+    found: dict[str, str] = {}
+    for path in (semconv_dir() / "model").glob("*/registry.yaml"):
+        for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]:
+            for attribute in group.get("attributes", []):
+                kind = attribute.get("type")
+                found[attribute["id"]] = "enum" if isinstance(kind, dict) else str(kind)
+    return found
+
+
+OURS = ("cafe.", "http.", "url.", "network.", "rpc.", "service.")  # our namespace, or other conventions
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "int": (int,), "double": (float,),
+                                              "boolean": (bool,), "string[]": (tuple,), "enum": (str,),
+                                              "any": (str,)}
+_CONTENT = {"gen_ai.input.messages": INPUT_MESSAGES, "gen_ai.output.messages": OUTPUT_MESSAGES,
+            "gen_ai.system_instructions": SYSTEM_INSTRUCTIONS, "gen_ai.tool.definitions": TOOL_DEFINITIONS}
+
+
+def span_violations(attributes: Mapping[str, Any]) -> list[str]:
+    """How a span's attributes break the 1.41.1 conventions (empty: they conform): a key the
+    registry does not define, a value not of the key's registry type, content that its JSON
+    schema refuses."""
+    found = []
+    for key, value in attributes.items():
+        if key.startswith(OURS):
+            continue
+        kind = registry().get(key)
+        if kind is None:
+            found.append(f"{key}: not in the registry")
+            continue
+        if not isinstance(value, _PYTHON_TYPES[kind]) or (kind == "int" and type(value) is not int) or (
+                kind == "string[]" and not all(isinstance(item, str) for item in value)):
+            found.append(f"{key}: {type(value).__name__}, not the registry's {kind}")
+        if key in _CONTENT:
+            found.extend(f"{key}: {problem}" for problem in violations(_CONTENT[key], json.loads(value)))
+    return found
