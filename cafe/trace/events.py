@@ -22,9 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from cafe.trace.outcomes import ConsentDecision, ConsentOutcome, StopReason, ToolStatus
+
+if TYPE_CHECKING:
+    from cafe.apis import ModelCall
 
 
 class NodeKind(StrEnum):
@@ -61,6 +64,9 @@ class GenerationRequest(NamedTuple):
     # Where the model was reached, when it was over the network (a live client).
     server_address: str | None = None
     server_port: int | None = None
+    # The call as its API's reading gives it, when it was read from a recorded exchange of an
+    # API other than chat completions (`cafe export`): its operation, content and answer.
+    reading: ModelCall | None = None
 
 
 class GenerationResult(NamedTuple):

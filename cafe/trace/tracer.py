@@ -287,7 +287,7 @@ class Tracer:
         **attrs: Any,
     ) -> GenerationScope:
         request = _new(GenerationRequest, (model, provider, self._snapshot(input) if self.keep_inputs else (),
-                                           temperature, tools, server_address, server_port))
+                                           temperature, tools, server_address, server_port, None))
         return GenerationScope(self, name, request, attrs)
 
     def follow(self, messages: list[Any] | None) -> None:

@@ -19,7 +19,7 @@ from cafe.recording.errors import ReplayError
 from cafe.recording.format import Recording
 from cafe.view.mismatch import FailedReplay, failed_replay, mismatch_page
 from cafe.view.page import format_duration, shift_page
-from cafe.view.timeline import ShiftTimeline, timeline
+from cafe.view.timeline import ShiftTimeline, read_call, timeline
 from cafe.view.words import ANY_AGENT, PageWords, words_for
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "format_duration",
     "mismatch_page",
     "page_name",
+    "read_call",
     "scrubbed",
     "shift_page",
     "timeline",

@@ -89,10 +89,10 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def read_call(call: RecordedCall) -> ModelCall:
-    """A recorded call as its API's reading gives it. A line without an HTTP exchange (a
-    café recording of version 0 or 1, a plain file) holds a chat call; a café line on the
-    wire is read from the café's call it also holds."""
+def read_call(call: RecordedCall, *, content: bool = True) -> ModelCall:
+    """A recorded call as its API's reading gives it (its conversation too, when `content`).
+    A line without an HTTP exchange (a café recording of version 0 or 1, a plain file) holds
+    a chat call; a café line on the wire is read from the café's call it also holds."""
     exchange = call.exchange or {}
     method = str(exchange.get("method") or "POST")
     path = str(exchange.get("target") or "").partition("?")[0]
@@ -100,9 +100,10 @@ def read_call(call: RecordedCall) -> ModelCall:
         request = call.request if isinstance(call.request, dict) else None
         response = call.response if isinstance(call.response, dict) else None
         return read_exchange(openai_chat.API, method, path or "/chat/completions", status=_int(exchange.get("status")),
-                             request=request, response=response, stream=_stream(exchange))
+                             request=request, response=response, stream=_stream(exchange), content=content)
     return read_exchange(api_for(method, path), method, path, status=_int(exchange.get("status")),
-                         request=call.request or None, response=call.response or None, stream=_stream(exchange))
+                         request=call.request or None, response=call.response or None, stream=_stream(exchange),
+                         content=content)
 
 
 def _stream(exchange: Mapping[str, Any]) -> list[tuple[int, bytes]]:

@@ -1,4 +1,4 @@
-"""What of an HTTP exchange a recording keeps, and how a stream reads back as one answer.
+"""What of an HTTP exchange a recording keeps, and how its bodies read back.
 
 Headers are kept by allowlist: the request headers that change the answer, the response
 headers the SDK reads. Credentials (`authorization`, `api-key`, cookies, anything named like
@@ -199,71 +199,3 @@ def sse_data(text: str) -> Iterable[str]:
         if data:
             yield "\n".join(data)
 
-
-def assembled_completion(chunks: Iterable[str]) -> dict[str, Any] | None:
-    """The chat completion a stream of `chat.completion.chunk` events adds up to (for the
-    pages, the export and the café's replay), or None when the stream holds no such event."""
-    head: dict[str, Any] = {}
-    choices: dict[int, dict[str, Any]] = {}
-    usage: Any = None
-    seen = False
-    for data in sse_data("".join(chunks)):
-        if data.strip() == "[DONE]":
-            continue
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(event, dict) or event.get("object") != "chat.completion.chunk":
-            continue
-        seen = True
-        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
-            if event.get(key) is not None:
-                head.setdefault(key, event[key])
-        if event.get("usage") is not None:
-            usage = event["usage"]
-        for choice in event.get("choices") or []:
-            if isinstance(choice, dict):
-                _merge_choice(choices, choice)
-    if not seen:
-        return None
-    completion: dict[str, Any] = {**head, "object": "chat.completion"}
-    completion["choices"] = [choices[index] for index in sorted(choices)]
-    completion["usage"] = usage
-    return completion
-
-
-def _merge_choice(choices: dict[int, dict[str, Any]], choice: dict[str, Any]) -> None:
-    found_index = choice.get("index")
-    index: int = found_index if isinstance(found_index, int) else 0
-    into = choices.setdefault(index, {"index": index, "message": {"role": "assistant", "content": None},
-                                      "finish_reason": None})
-    message = into["message"]
-    found_delta = choice.get("delta")
-    delta: dict[str, Any] = found_delta if isinstance(found_delta, dict) else {}
-    if isinstance(delta.get("role"), str):
-        message["role"] = delta["role"]
-    if isinstance(delta.get("content"), str):
-        message["content"] = (message["content"] or "") + delta["content"]
-    if isinstance(delta.get("refusal"), str):
-        message["refusal"] = (message.get("refusal") or "") + delta["refusal"]
-    for call in delta.get("tool_calls") or []:
-        if not isinstance(call, dict):
-            continue
-        calls = message.setdefault("tool_calls", [])
-        found_position = call.get("index")
-        position: int = found_position if isinstance(found_position, int) else len(calls)
-        while len(calls) <= position:
-            calls.append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-        target = calls[position]
-        if isinstance(call.get("id"), str):
-            target["id"] = call["id"]
-        if isinstance(call.get("type"), str):
-            target["type"] = call["type"]
-        found_function = call.get("function")
-        function: dict[str, Any] = found_function if isinstance(found_function, dict) else {}
-        for key in ("name", "arguments"):
-            if isinstance(function.get(key), str):
-                target["function"][key] += function[key]
-    if choice.get("finish_reason") is not None:
-        into["finish_reason"] = choice["finish_reason"]

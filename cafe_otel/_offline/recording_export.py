@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 
+from cafe.apis import ModelCall, openai_chat, text_of
 from cafe.privacy import Scrubber, scrubbed
 from cafe.recording import Recording, call_windows, load_recording, replay_into
 from cafe.trace import (
@@ -56,25 +58,48 @@ def _stop_reason(recording: Recording) -> StopReason | None:
 
 
 def calls_only_events(recording: Recording, *, keep_inputs: bool = False) -> list[TraceEvent]:
-    """The events of a recording that does not replay: the shift and one generation a call."""
+    """The events of a recording that does not replay: the shift and one generation a call.
+    A call of an API other than chat completions is read by its API's reading (`cafe.apis`):
+    its operation, model, usage, finish reasons and (with `keep_inputs`) content are its own."""
+    from cafe.view import read_call  # the pages' reading of a recorded call: loaded when exporting one
+
     provider = recording.header.provider or UNKNOWN_PROVIDER
     agent = SHIFT_AGENT_NAME if recording.holds_shift_calls else AGENT_NAME
     events: list[TraceEvent] = [ShiftStarted(1, None, 0.0, agent, recording.header.conversation_id,
                                              recording.model or "unknown", provider)]
     for number, call in enumerate(recording.calls, start=2):
         temperature = call.request.get("temperature")
+        reading: ModelCall | None = read_call(call, content=keep_inputs)
+        asked = reading.request if reading is not None and reading.api is not openai_chat.API else None
+        if asked is None:  # a chat call, or one no reading knows: read as a chat call
+            reading = None
         request = GenerationRequest(
-            model=call.model or "unknown",
-            provider=provider,
-            messages=(call.request.get("messages") or []) if keep_inputs else (),
+            model=(asked.model if asked is not None else None) or call.model or "unknown",
+            provider=asked.provider if asked is not None and provider == UNKNOWN_PROVIDER else provider,
+            messages=(call.request.get("messages") or []) if keep_inputs and reading is None else (),
             temperature=(float(temperature) if isinstance(temperature, int | float)
                          and not isinstance(temperature, bool) else None),
             tools=call.request.get("tools"),  # which names are the agent's own, not exported
+            reading=reading,
         )
+        result = GenerationResult.of(call.response) if reading is None else _result_of(reading, call.response)
         events.append(GenerationStarted(number, 1, 0.0, f"chat {request.model}", request))
-        events.append(GenerationEnded(number, 1, 0.0, request, GenerationResult.of(call.response)))
+        events.append(GenerationEnded(number, 1, 0.0, request, result))
     events.append(ShiftEnded(1, None, 0.0, stop_reason=_stop_reason(recording)))
     return events
+
+
+def _result_of(reading: ModelCall, response: Mapping[str, Any]) -> GenerationResult:
+    """What the answer says, as its API's reading gives it."""
+    answer = reading.response
+    usage = answer.usage
+    total = (usage.input_tokens + usage.output_tokens
+             if usage.input_tokens is not None and usage.output_tokens is not None else None)
+    return GenerationResult(response=response, model=answer.model, response_id=answer.id,
+                            finish_reasons=answer.finish_reasons, input_tokens=usage.input_tokens,
+                            output_tokens=usage.output_tokens, total_tokens=total,
+                            tool_calls=tuple(call.name for call in answer.tool_calls if call.name is not None),
+                            output=text_of(answer.output_messages))
 
 
 def shift_events(recording: Recording, *, keep_inputs: bool = False) -> list[TraceEvent]:

@@ -2,7 +2,8 @@
 
 The one mapping: the live span listener, a replay and `cafe export` all go through here.
 
-shift -> `invoke_agent {agent}` INTERNAL, generation -> `chat {model}` CLIENT,
+shift -> `invoke_agent {agent}` INTERNAL, generation -> `chat {model}` CLIENT (a call read
+from a recorded exchange: `{operation} {model}`, by its API's reading),
 tool -> `execute_tool {tool}` INTERNAL, phase -> an INTERNAL span named as the phase,
 a plain `Tracer.span` -> an INTERNAL span with its name and nothing else.
 Start attributes are what samplers should see (operation, provider, request model);
@@ -30,6 +31,7 @@ from cafe.trace import (
 from cafe_otel import agent
 from cafe_otel import semconv as sc
 from cafe_otel._spans import content
+from cafe_otel._wire.attributes import content_attributes, openai_api_type, response_attributes
 
 Attributes = dict[str, Any]
 
@@ -46,11 +48,14 @@ def tool_label(name: str | None, defined: bool) -> str:
 
 
 def _defined_tools(tools: Sequence[Mapping[str, Any]] | None) -> frozenset[str]:
-    """The names a request's tool definitions give (chat-completions `function` tools)."""
+    """The names a request's tool definitions give: chat-completions `function` tools, and
+    the flat `{"type": "function", "name": ...}` of the Responses API."""
     names = set()
     for tool in tools or ():
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
         if isinstance(name, str):
             names.add(name)
     return frozenset(names)
@@ -94,6 +99,9 @@ def phase_end(event: PhaseEnded) -> Attributes:
 
 # --- generation -------------------------------------------------------------------------
 def generation_name(event: GenerationStarted) -> str:
+    reading = event.request.reading
+    if reading is not None and reading.request is not None:
+        return f"{reading.request.operation.value} {event.request.model}"
     return sc.CHAT_SPAN_NAME.format(model=event.request.model)
 
 
@@ -102,9 +110,12 @@ def generation_start(event: GenerationStarted, conversation_id: str | None, turn
     # On every model call's path: plain ifs, in the order the attributes have always had
     # (the golden OTLP bytes depend on it).
     r = event.request
-    found: Attributes = {sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT}
+    asked = r.reading.request if r.reading is not None else None
+    found: Attributes = {sc.GEN_AI_OPERATION_NAME: asked.operation.value if asked is not None else sc.OP_CHAT}
     if r.provider is not None:
         found[sc.GEN_AI_PROVIDER_NAME] = r.provider
+    if asked is not None and (api_type := openai_api_type(asked)) is not None:
+        found[sc.OPENAI_API_TYPE] = api_type
     if r.model is not None:
         found[sc.GEN_AI_REQUEST_MODEL] = r.model
     if r.temperature is not None:
@@ -150,6 +161,8 @@ def result_attributes(result: GenerationResult | None, defined: frozenset[str] =
 
 def generation_end(event: GenerationEnded) -> Attributes:
     found = result_attributes(event.result, _defined_tools(event.request.tools))
+    if event.request.reading is not None:  # what its API's reading adds: cache and reasoning tokens, tier
+        response_attributes(event.request.reading.response, found)
     if event.error is not None:  # error_type is a property: not asked on every call
         found[sc.ERROR_TYPE] = event.error_type
     return found
@@ -173,6 +186,9 @@ def chat_content(
 
 def generation_content(event: GenerationEnded) -> Attributes:
     r = event.request
+    if r.reading is not None:  # read by its API's reading: its content is the reading's
+        said = r.reading.content
+        return content_attributes(said, r.reading.response) if said is not None else {}
     return chat_content(r.messages, event.result.response if event.result else None, r.tools)
 
 

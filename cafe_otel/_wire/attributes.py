@@ -16,12 +16,17 @@ if TYPE_CHECKING:
 _OPENAI_API_TYPES = {"openai.chat_completions": sc.API_TYPE_CHAT_COMPLETIONS, "openai.responses": sc.API_TYPE_RESPONSES}
 
 
+def openai_api_type(asked: CallRequest) -> str | None:
+    """The `openai.api.type` of a call of an OpenAI-based API (None for any other)."""
+    return _OPENAI_API_TYPES.get(asked.api)
+
+
 def request_attributes(asked: CallRequest, request: WireRequest) -> dict[str, Any]:
     """The start attributes of a call: what samplers should see, and every request
     parameter the 1.41.1 conventions define for its operation, when the request sets it."""
     # On every model call's path: plain ifs, in a fixed order.
     found: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: asked.operation.value, sc.GEN_AI_PROVIDER_NAME: asked.provider}
-    api_type = _OPENAI_API_TYPES.get(asked.api)
+    api_type = openai_api_type(asked)
     if api_type is not None:
         found[sc.OPENAI_API_TYPE] = api_type
     if asked.model is not None:

@@ -398,6 +398,26 @@ def test_a_call_under_an_agent_span_adds_its_totals_before_the_agent_span_ends(
     assert (agent[sc.GEN_AI_USAGE_INPUT_TOKENS], agent[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (11, 3)
 
 
+def test_an_agent_span_adds_up_the_calls_under_it_whatever_their_api(
+        server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.wire.responses_server import ResponsesServer
+
+    _no_builder_thread(monkeypatch)
+    with Pipeline() as pipeline, ResponsesServer.running() as responses:
+        with invoke_agent("support_bot", tracer_provider=pipeline.handle.provider):
+            _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES, max_tokens=3)  # type: ignore[arg-type]
+            client = openai.OpenAI(base_url=responses.base_url, api_key=KEY, max_retries=0)
+            client.responses.create(model="gpt-4.1", input=SECRET_TEXT)
+            with client.responses.stream(model="gpt-4.1", input="And a croissant.") as stream:
+                stream.get_final_response()
+        spans = pipeline.finished()
+    (agent,) = [_attrs(span) for span in spans if span.name == "invoke_agent support_bot"]
+    calls = [_attrs(span) for span in spans if span.name.startswith("chat ")]
+    assert sorted(call[sc.OPENAI_API_TYPE] for call in calls) == ["chat_completions", "responses", "responses"]
+    assert agent[sc.GEN_AI_USAGE_INPUT_TOKENS] == sum(call[sc.GEN_AI_USAGE_INPUT_TOKENS] for call in calls)
+    assert agent[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == sum(call[sc.GEN_AI_USAGE_OUTPUT_TOKENS] for call in calls)
+    assert agent[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 3  # the Responses calls' own, not the chat call's alone
+
 def test_the_key_is_noted_on_the_calling_thread_before_the_call_returns(
         server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     _no_builder_thread(monkeypatch)

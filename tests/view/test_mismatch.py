@@ -327,3 +327,34 @@ def test_the_reports_summary_links_to_the_highlight_below_the_fold(recording, tm
     shot = read_png(jumped.screenshot)
     targeted = [b for b in shot.blocks(TARGETED) if b[3] - b[1] >= 8]
     assert len(targeted) == 1 and targeted[0][2] < shot.width / 2 and targeted[0][1] > 900
+
+
+def test_a_responses_replay_mismatch_page_names_the_field_and_each_call_by_its_input(tmp_path):
+    import openai
+
+    import cafe.wire as wire
+    from cafe.recording.errors import ReplayMismatch
+    from cafe.view import failed_replay, mismatch_page
+    from tests.wire.responses_server import ResponsesServer
+
+    path = tmp_path / "agent.jsonl"
+
+    def calls(base_url: str, instructions: str) -> None:
+        client = openai.OpenAI(base_url=base_url, api_key="sk-test-mismatch-0123456789abcdef", max_retries=0)
+        first = client.responses.create(model="gpt-4.1", instructions="Be kind.", input="A latte")
+        client.responses.create(model="gpt-4.1", instructions=instructions, previous_response_id=first.id,
+                                input=[{"type": "function_call_output", "call_id": "call_1", "output": "1.60"}])
+
+    with ResponsesServer.running() as server:
+        with wire.record(path):
+            calls(server.base_url, "Be kind.")
+        with pytest.raises(ReplayMismatch) as caught, wire.replay(path):
+            calls(server.base_url, "Be quick.")
+    assert "call 2: the request differs from the recording at $.instructions:" in str(caught.value)
+    page = mismatch_page(load_recording(path), failed_replay(caught.value))
+    assert _marked(page) == ["$.instructions", "$.instructions"]
+    assert _calls(page) == {"matched": ["1"], "failed": ["2"], "unused": []}
+    shown = html.unescape(page)
+    assert "call 1: matched · POST /v1/responses, a text input" in shown
+    assert ("call 2: failed here · POST /v1/responses, 1 input item(s), the last a function_call_output, "
+            "after a previous response") in shown

@@ -407,3 +407,26 @@ def test_a_relative_recording_is_made_where_it_was_named_when_the_block_changes_
         assert plain(server.base_url) == live
     assert [call.index for call in load_recording(tmp_path / "relative.jsonl").calls] == [1]
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_dropped_responses_call_is_named_by_its_input_without_its_text(tmp_path: Path) -> None:
+    from tests.wire.responses_server import ResponsesServer
+
+    path = tmp_path / "agent.jsonl"
+    secret = "my card number is 4111 1111 1111 1111"
+
+    def calls(base_url: str, count: int) -> None:
+        client = openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0)
+        first = client.responses.create(model="gpt-4.1", input=secret)
+        if count == 2:
+            client.responses.create(model="gpt-4.1", previous_response_id=first.id,
+                                    input=[{"role": "user", "content": secret}, {"role": "user", "content": "thanks"}])
+
+    with ResponsesServer.running() as server:
+        with wire.record(path):
+            calls(server.base_url, 2)
+        with pytest.raises(UnusedCalls) as caught, wire.replay(path):
+            calls(server.base_url, 1)
+    line = str(caught.value)
+    assert "from call 2" in line and "\n" not in line and "4111" not in line and "thanks" not in line
+    assert "POST /v1/responses, 2 input item(s), the last from user, after a previous response" in line

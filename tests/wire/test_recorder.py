@@ -205,3 +205,24 @@ def test_cafe_record_of_a_call_too_large_to_record_fails_in_one_line(tmp_path: P
     assert str(partial) in last and partial.exists()
     assert len(partial.read_text(encoding="utf-8").splitlines()) >= 2  # the header and call 1
     assert not list(tmp_path.glob(".cafe-run-*"))
+
+
+def test_a_responses_stream_is_kept_with_the_response_it_delivered(tmp_path: Path) -> None:
+    """A stream's line keeps, beside its events, the answer they add up to by the reading of
+    its API: for the Responses API, the finished `response` its last event carries."""
+    from tests.wire.responses_server import ResponsesServer
+
+    path = tmp_path / "responses.jsonl"
+    tools = [{"type": "function", "name": "price_check", "parameters": {"type": "object", "properties": {
+        "item": {"type": "string"}}, "required": ["item"]}}]
+    with ResponsesServer.running() as server, wire.record(path):
+        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+        with client.responses.stream(model="gpt-4.1", input="A latte", tools=tools) as stream:  # type: ignore[arg-type]
+            final = stream.get_final_response()
+    (line,) = _lines(path)[1:]
+    assert line["exchange"]["stream"] and line["exchange"]["body"] is None
+    kept = line["response"]
+    assert (kept["object"], kept["id"], kept["status"]) == ("response", final.id, "completed")
+    assert final.usage is not None and kept["usage"] == final.usage.model_dump(mode="json", exclude_none=True)
+    (call,) = kept["output"]
+    assert (call["type"], call["name"], call["arguments"]) == ("function_call", "price_check", '{"item":"latte"}')
