@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from cafe.apis import api_for, assembled
 from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
 from cafe.recording.errors import OtherProcessCall, RecordingError
 from cafe.recording.format import WIRE_VERSION, Header, Timing
@@ -20,7 +21,6 @@ from cafe.recording.writer import RecordingWriter
 from cafe.wire import _forks
 from cafe.wire._exchange import (
     BodyDecoder,
-    assembled_completion,
     credential_values,
     is_query_credential,
     json_object,
@@ -82,8 +82,7 @@ def exchange_line(request: WireRequest, response: WireResponse | None, chunks: l
         if response.is_event_stream:
             exchange["stream"] = [{"offset_ns": offset, **payload(data)} for offset, data in pieces if data]
             if decoded:
-                texts = [data.decode("utf-8", "replace") for _, data in pieces]
-                answer = assembled_completion(texts)
+                answer = assembled(api_for(request.method, request.path), (data for _, data in pieces))
         else:
             whole = b"".join(data for _, data in pieces)
             answer = json_object(whole) if decoded else None
