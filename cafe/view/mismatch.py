@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cafe.apis import api_for, openai_chat, request_summary
 from cafe.jsondata import JsonPath, shown_path
-from cafe.recording.diff import summarise_request
 from cafe.recording.errors import (
     RecordingExhausted,
     ReplayError,
@@ -168,6 +168,16 @@ def _json(value: Any, steps: JsonPath | None, side: str) -> str:
     return "".join(written)
 
 
+def _summary(call: RecordedCall) -> str:
+    """One line naming a recorded call by its API's reading, without its conversation: a line
+    without an HTTP exchange (or a café line on the wire) holds a chat call."""
+    exchange = call.exchange or {}
+    if not exchange or "request_json" in exchange:
+        return openai_chat.API.summary(call.request)
+    method, path = str(exchange.get("method") or "POST"), str(exchange.get("target") or "").partition("?")[0]
+    return request_summary(api_for(method, path), method, path, call.request)
+
+
 def _call_list(calls: Sequence[RecordedCall], failed: FailedReplay) -> str:
     items = []
     for call in calls:
@@ -178,7 +188,7 @@ def _call_list(calls: Sequence[RecordedCall], failed: FailedReplay) -> str:
         else:
             state, label = "unused", "never reached"
         items.append(f'<li class="{state}" data-call="{call.index}">call {call.index}: {label} · '
-                     f"{_e(summarise_request(call.request))}</li>")
+                     f"{_e(_summary(call))}</li>")
     if failed.call is not None and failed.call > len(calls):
         items.append(f'<li class="failed" data-call="{failed.call}">call {failed.call}: made, '
                      "but the recording holds no such call</li>")

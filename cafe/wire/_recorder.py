@@ -81,7 +81,7 @@ def exchange_line(request: WireRequest, response: WireResponse | None, chunks: l
             pieces.append((pieces[-1][0] if pieces else 0, tail))
         if response.is_event_stream:
             exchange["stream"] = [{"offset_ns": offset, **payload(data)} for offset, data in pieces if data]
-            if decoded:
+            if decoded:  # the answer the API would have given unstreamed, by its reading
                 answer = assembled(api_for(request.method, request.path), (data for _, data in pieces))
         else:
             whole = b"".join(data for _, data in pieces)

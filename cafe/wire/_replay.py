@@ -16,9 +16,10 @@ from urllib.parse import quote
 import httpx2
 import orjson
 
+from cafe.apis import api_for, request_summary
 from cafe.jsondata import JsonPath
 from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
-from cafe.recording.diff import describe, first_difference, summarise_request
+from cafe.recording.diff import describe, first_difference
 from cafe.recording.errors import (
     OtherProcessCall,
     RecordingError,
@@ -444,10 +445,8 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             return
         first = next(call for call, served in zip(self._calls, self._served, strict=True) if not served)
         exchange = first.exchange or {}
-        where = str(exchange.get("target", "")).partition("?")[0]
-        summary = f"{exchange.get('method', '?')} {where}"
-        if isinstance(first.request.get("messages"), list):
-            summary += f", {summarise_request(first.request)}"
+        method, where = str(exchange.get("method", "?")), str(exchange.get("target", "")).partition("?")[0]
+        summary = request_summary(api_for(method, where), method, where, first.request)
         unused = UnusedCalls(self.path, self.unused, first.index,
                              f"line {first.line}: {structure_scrubber().scrub(summary)}")
         unused.served = self.served

@@ -21,7 +21,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 import cafe.wire as wire
 from cafe.cli import main
 from cafe.recording import load_recording
-from cafe.recording.errors import ReplayMismatch
+from cafe.recording.errors import ReplayMismatch, UnusedCalls
+from cafe.view import write_report_into
 from cafe_otel import encode, invoke_agent
 from cafe_otel import semconv as sc
 from tests.otel.test_instrumentation import Pipeline
@@ -128,6 +129,36 @@ def test_a_changed_anthropic_request_names_its_field_in_one_line(server: Anthrop
     line = str(caught.value)
     assert "\n" not in line and KEY not in line
     assert "call 2" in line and "$.messages[2].content[0].content" in line
+
+
+def test_a_mismatch_report_lists_the_anthropic_calls_by_their_messages(server: AnthropicServer, tmp_path: Path) -> None:
+    path = tmp_path / "agent.jsonl"
+    with wire.record(path):
+        tool_round_trip(_client(server.base_url))
+    with pytest.raises(ReplayMismatch) as caught, wire.replay(path):
+        client = _client(server.base_url)
+        client.messages.create(model=MODEL, max_tokens=64, system=SYSTEM, tools=TOOLS, messages=ORDER)
+        client.messages.create(model=MODEL, max_tokens=32, system=SYSTEM, tools=TOOLS, messages=ORDER)
+    page = write_report_into(tmp_path / "reports", load_recording(path), caught.value).read_text()
+    assert "$.max_tokens" in str(caught.value) and "$.max_tokens" in page
+    assert ('<li class="matched" data-call="1">call 1: matched · POST /v1/messages, 1 message(s), '
+            "the last from user</li>") in page
+    assert ('data-call="2">call 2: ' in page
+            and "POST /v1/messages, 3 message(s), the last from user</li>" in page)
+    assert "A latte, please." not in page.split('class="call-list"', 1)[1].split("</details>", 1)[0]
+
+
+def test_an_unused_anthropic_call_is_named_by_its_path_and_messages(server: AnthropicServer, tmp_path: Path) -> None:
+    path = tmp_path / "agent.jsonl"
+    with wire.record(path):
+        tool_round_trip(_client(server.base_url))
+    with pytest.raises(UnusedCalls) as caught, wire.replay(path):
+        _client(server.base_url).messages.create(model=MODEL, max_tokens=64, system=SYSTEM, tools=TOOLS,
+                                                 messages=ORDER)
+    line = str(caught.value)
+    assert "\n" not in line and KEY not in line and "A latte" not in line
+    assert line.endswith("1 recorded call(s) were never made, from call 2 "
+                         "(line 3: POST /v1/messages, 3 message(s), the last from user)")
 
 
 def _spans_by_call(pipeline: Pipeline) -> list[ReadableSpan]:

@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind
 import cafe.wire as wire
 from cafe.cli import main
 from cafe.recording import load_recording
-from cafe.recording.errors import ReplayMismatch
+from cafe.recording.errors import ReplayMismatch, UnusedCalls
 from cafe_otel import encode
 from cafe_otel import semconv as sc
 from tests.otel.test_instrumentation import Pipeline
@@ -77,6 +77,18 @@ def test_a_changed_embeddings_request_names_its_field_in_one_line(tmp_path: Path
     line = str(caught.value)
     assert "\n" not in line and KEY not in line
     assert "call 2" in line and "$.dimensions" in line and "recorded 256, incoming 512" in line
+
+
+def test_an_unused_embeddings_call_is_named_by_its_path_and_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "rag.jsonl"
+    with OpenAIServer.running() as server:
+        with wire.record(path):
+            embed(server.base_url)
+        with pytest.raises(UnusedCalls) as caught, wire.replay(path):
+            _client(server.base_url).embeddings.create(model=MODEL, input=SECRET_TEXT)
+    line = str(caught.value)
+    assert "\n" not in line and SECRET_TEXT not in line and KEY not in line
+    assert line.endswith("2 recorded call(s) were never made, from call 2 (line 3: POST /v1/embeddings, 2 input(s))")
 
 
 @pytest.mark.parametrize("capture", [False, True])

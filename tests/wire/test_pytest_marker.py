@@ -126,7 +126,7 @@ def test_a_dropped_call_fails_naming_the_unused_call(pytester: pytest.Pytester,
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*test_agent.jsonl: 1 recorded call(s) were never made, from call 2 "
-                                 "(line 3: POST /v1/chat/completions, 1 messages, the last from user*"])
+                                 "(line 3: POST /v1/chat/completions, 1 message(s), the last from user)*"])
     assert KEY not in result.stdout.str()
 
 
