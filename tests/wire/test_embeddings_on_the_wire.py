@@ -18,7 +18,7 @@ import cafe.wire as wire
 from cafe.cli import main
 from cafe.recording import load_recording
 from cafe.recording.errors import ReplayMismatch, UnusedCalls
-from cafe_otel import encode
+from cafe_otel import encode, invoke_agent
 from cafe_otel import semconv as sc
 from tests.otel.test_instrumentation import Pipeline
 from tests.wire.openai_server import EMBEDDING_DIMENSIONS, OpenAIServer
@@ -123,6 +123,20 @@ def test_embeddings_calls_record_the_duration_and_their_input_tokens() -> None:
     (tokens,) = pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)
     assert dict(tokens.attributes)[sc.GEN_AI_TOKEN_TYPE] == "input" and (tokens.count, tokens.sum) == (3, 15)
     assert pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == []
+
+
+def test_an_agent_span_adds_the_embeddings_input_tokens_to_its_chat_calls() -> None:
+    with OpenAIServer.running() as server, Pipeline() as pipeline:
+        with invoke_agent("rag", provider="openai", tracer_provider=pipeline.handle.provider):
+            client = _client(server.base_url)
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "A latte."}])
+            client.embeddings.create(model=MODEL, input=["a latte", "a croissant"], encoding_format="float")
+        spans = {span.name: dict(span.attributes or {}) for span in pipeline.finished()}
+    chat, embedded, agent = spans["chat gpt-4o"], spans[f"embeddings {MODEL}"], spans["invoke_agent rag"]
+    assert agent[sc.GEN_AI_USAGE_INPUT_TOKENS] == chat[sc.GEN_AI_USAGE_INPUT_TOKENS] + embedded[
+        sc.GEN_AI_USAGE_INPUT_TOKENS]
+    assert agent[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == chat[sc.GEN_AI_USAGE_OUTPUT_TOKENS]
+    assert agent[sc.GEN_AI_RESPONSE_FINISH_REASONS] == chat[sc.GEN_AI_RESPONSE_FINISH_REASONS]
 
 
 def test_the_page_draws_an_embeddings_call_with_its_inputs_usage_and_dimension(tmp_path: Path) -> None:
