@@ -1,10 +1,10 @@
 """cafe.apis: every model API read once, from its wire format.
 
-One module per API, each a `cafe.apis.Api`: `openai_chat` (Chat Completions) and
-`openai_responses` (Responses). Telemetry, pages, replay reports and recordings take what
-they know of a call from here; nothing else parses a provider's JSON. A call no reading
-knows is still recorded and replayed, and shown as what it is (its method, path, status and
-timing).
+One module per API, each a `cafe.apis.Api`: `openai_chat` (Chat Completions),
+`openai_responses` (Responses), `openai_embeddings` (Embeddings) and `anthropic_messages`
+(Anthropic Messages). Telemetry, pages, replay reports and recordings take what they know of
+a call from here; nothing else parses a provider's JSON. A call no reading knows is still
+recorded and replayed, and shown as what it is (its method, path, status and timing).
 
     api = cafe.apis.api_for("POST", "/v1/chat/completions")
     call = cafe.apis.read_exchange(api, "POST", path, status=200, request=body, response=answer)
@@ -15,7 +15,7 @@ Adding an API is one module that implements `Api`, its entry in `APIS`, and its 
 
 from __future__ import annotations
 
-from cafe.apis import openai_chat, openai_responses
+from cafe.apis import anthropic_messages, openai_chat, openai_embeddings, openai_responses
 from cafe.apis._api import Api, StreamReading
 from cafe.apis._call import ModelCall, assembled, read_exchange, request_summary
 from cafe.apis._model import (
@@ -33,7 +33,7 @@ from cafe.apis._model import (
 )
 from cafe.apis._sse import EventSplitter
 
-APIS: tuple[Api, ...] = (openai_chat.API, openai_responses.API)
+APIS: tuple[Api, ...] = (openai_chat.API, openai_responses.API, openai_embeddings.API, anthropic_messages.API)
 """Every reading, tried in this order."""
 
 

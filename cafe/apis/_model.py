@@ -115,6 +115,9 @@ class CallResponse:
     """How many vectors an embeddings answer holds."""
     dimension_count: int | None = None
     """The length of an embeddings answer's vectors."""
+    error_type: str | None = None
+    """The error an answer reports in its body, as the API names it (Anthropic's stream
+    `error` event: `overloaded_error`); the HTTP status says the rest."""
 
 
 NO_RESPONSE = CallResponse()

@@ -23,6 +23,7 @@ _PROVIDER_HOSTS = (
     ("api.cohere.com", "cohere"),
     ("api.cohere.ai", "cohere"),
 )
+_BEDROCK_HOST = ("bedrock-runtime.", ".amazonaws.com")  # bedrock-runtime.<region>.amazonaws.com
 
 
 def provider_for(host: str | None, wire_format: str) -> str:
@@ -30,6 +31,8 @@ def provider_for(host: str | None, wire_format: str) -> str:
     of the wire format it speaks (`openai` for any OpenAI-compatible server)."""
     if host:
         name = host.lower().rstrip(".")
+        if name.startswith(_BEDROCK_HOST[0]) and name.endswith(_BEDROCK_HOST[1]):
+            return "aws.bedrock"
         for pattern, provider in _PROVIDER_HOSTS:
             if pattern.startswith("."):
                 if name.endswith(pattern):

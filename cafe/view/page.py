@@ -17,6 +17,7 @@ from typing import Any
 from cafe.trace.render import format_seconds
 from cafe.view.timeline import CallRow, ShiftTimeline, ToolRow
 
+EMBEDDINGS = "embeddings"  # `CallRow.operation` of an embeddings call
 _FAILED = {"refused", "aborted", "duplicate", "invalid", "cancelled", "error", "rejected", "no result recorded"}
 
 _STYLE = """
@@ -31,8 +32,10 @@ main{padding:12px 24px 24px 18px}
 .label{padding:3px 8px 3px 0;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .label .meta{color:#6b7280;font-size:12px;margin-left:6px}
 .lane{position:relative;height:18px}
-.bar{position:absolute;top:2px;height:14px;min-width:6px;border-radius:2px;box-sizing:border-box}
-.shift .bar{background:#6b7280}.chat .bar{background:#2563eb}.tool .bar{background:#10b981}
+.bar{position:absolute;top:2px;height:14px;min-width:6px;border-radius:2px;box-sizing:border-box;
+  background:#2563eb}
+.shift .bar{background:#6b7280}.embeddings .bar{background:#7c3aed}.call .bar{background:#9ca3af}
+.tool .bar{background:#10b981}
 .tool.failed .bar{background:#ef4444}.tool .label{padding-left:22px}
 .placed .bar{border:1px dashed #065f46}.tool.failed.placed .bar{border-color:#7f1d1d}
 .axis{position:sticky;top:0;z-index:1;background:#fbfaf7;border-bottom:1px solid #9ca3af;min-height:22px}
@@ -198,25 +201,55 @@ def _input(call: CallRow, first_shown: dict[str, int]) -> str:
         else:
             shown.append(f"{_e(message.get('role', '?'))}: <i>the same {len(text)} characters as in "
                          f'<a href="#input-{earlier}">the input of call {earlier}</a></i>')
+    if call.operation == EMBEDDINGS:
+        shown.append("→ " + _e(_vectors(call) or "(no vectors recorded)"))
+        return "\n\n".join(shown)
     reply = "\n".join(_message_text(message) for message in call.reply) if call.reply else "(no reply recorded)"
     shown.append("→ reply\n" + _e(reply))
     return "\n\n".join(shown)
 
 
+def _vectors(call: CallRow) -> str | None:
+    """What an embeddings call answered: `2 vector(s) of 256 dimensions`."""
+    if call.vectors is None:
+        return None
+    size = f" of {call.dimensions} dimensions" if call.dimensions is not None else ""
+    return f"{call.vectors} vector(s){size}"
+
+
+def _tokens(call: CallRow) -> str:
+    """The usage an answer reported: input+output (`?` for a count it did not report), the
+    input alone for an embeddings call (it has no output tokens)."""
+    if call.operation == EMBEDDINGS:
+        return f"{call.input_tokens} input tokens" if call.input_tokens is not None else "no usage"
+    if call.input_tokens is None and call.output_tokens is None:
+        return "no usage"
+    shown = ("?" if count is None else str(count) for count in (call.input_tokens, call.output_tokens))
+    return "+".join(shown) + " tokens"
+
+
 def _call(scale: Scale, call: CallRow, first_shown: dict[str, int]) -> str:
-    tokens = (f"{call.input_tokens}+{call.output_tokens} tokens"
-              if call.input_tokens is not None or call.output_tokens is not None else "no usage")
-    meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · {tokens}"
-    if not call.known:
-        meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)} · status {call.status or '?'}"
+    meta = f"call {call.index} · {format_duration(call.end_ns - call.start_ns)}"
+    if not call.known:  # shown as what it is; the recording keeps its request and answer as sent
+        meta += f" · status {call.status or '?'} · an API cafe does not read"
+    elif call.operation == EMBEDDINGS:
+        meta += f" · {len(call.messages)} input(s) · {_tokens(call)}"
+        if (vectors := _vectors(call)) is not None:
+            meta += f" · {vectors}"
+    else:
+        meta += f" · {_tokens(call)}"
     if call.first_chunk_ns is not None:
         meta += f" · first chunk at {format_duration(call.first_chunk_ns)}"
     if call.finish_reason:
         meta += f" · {_e(call.finish_reason)}"
-    parts = [_row(scale, "chat", call.label, _e(meta), call.start_ns, call.end_ns)]
+    parts = [_row(scale, call.operation, call.label, _e(meta), call.start_ns, call.end_ns)]
+    if not call.known:
+        return "\n".join(parts)
     if call.continues is not None:
         what = (f"continues call {call.continues} ({call.repeated} earlier message(s) not repeated), "
                 f"{len(call.messages)} new")
+    elif call.operation == EMBEDDINGS:
+        what = f"{len(call.messages)} input(s)"
     else:
         what = f"the whole input, {len(call.messages)} message(s)"
     parts.append(f'<details id="input-{call.index}"><summary>input of call {call.index}: {_e(what)}</summary>'

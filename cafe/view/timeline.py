@@ -17,11 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cafe.apis import Message, ModelCall, api_for, openai_chat, read_exchange
+from cafe.apis import Message, ModelCall, Operation, api_for, openai_chat, read_exchange
 from cafe.recording.format import RecordedCall, Recording
 from cafe.recording.windows import SYNTHETIC_STEP_NS, call_windows
 from cafe.view.words import ANY_AGENT, Badge, PageWords
 from cafe.wire._exchange import payload_bytes
+
+UNKNOWN_OPERATION = "call"
+"""`CallRow.operation` of a call no reading knows: drawn as a call, never as a chat."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class CallRow:
     first_chunk_ns: int | None = None  # a streamed call: its first chunk's offset from the call's start
     status: int | None = None  # the HTTP status, when the recording holds the exchange
     known: bool = True  # a reading knows the call's API
+    operation: str = "chat"  # `gen_ai.operation.name` of the call (`chat`, `embeddings`), `call` if not known
+    vectors: int | None = None  # an embeddings call: how many vectors it answered
+    dimensions: int | None = None  # and their length
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class ShiftTimeline:
         """(kind, label, start, end) of every bar, in time order: the run, calls, tools."""
         found = [("shift", self.title, self.start_ns, self.end_ns)]
         for call in self.calls:
-            found.append(("chat", call.label, call.start_ns, call.end_ns))
+            found.append((call.operation, call.label, call.start_ns, call.end_ns))
             found.extend(("tool", f"execute_tool {tool.name}", tool.start_ns, tool.end_ns) for tool in call.tools)
         return found
 
@@ -200,17 +206,21 @@ def timeline(recording: Recording, words: PageWords = ANY_AGENT) -> ShiftTimelin
     model = recording.model or "unknown"
     readings = [read_call(call) for call in recording.calls]
     calls: list[CallRow] = []
-    earlier: list[Message] | None = None
+    # The last conversation's call, whole input and reply: an embeddings call's inputs are no
+    # conversation a later call extends.
+    earlier: tuple[int, list[Message], list[Message]] | None = None
     for position, (call, reading) in enumerate(zip(recording.calls, readings, strict=True)):
         following = readings[position + 1] if position + 1 < len(readings) else None
         start, end = windows[position]
         next_start = windows[position + 1][0] if following is not None else end + SYNTHETIC_STEP_NS
         messages = _input(reading)
         reply = reading.response.output_messages or []
-        repeated = _repeated(earlier, calls[-1].reply, messages) if calls else 0
+        operation = reading.request.operation.value if reading.request is not None else UNKNOWN_OPERATION
+        conversation = operation != Operation.EMBEDDINGS
+        repeated = _repeated(earlier[1], earlier[2], messages) if earlier is not None and conversation else 0
         usage = reading.response.usage
         asked_model = reading.request.model if reading.request is not None else None
-        calls.append(CallRow(
+        row = CallRow(
             index=call.index,
             label=reading.label if asked_model or reading.api is None else f"{reading.label} {call.model or model}",
             model=asked_model or call.model or model,
@@ -221,14 +231,19 @@ def timeline(recording: Recording, words: PageWords = ANY_AGENT) -> ShiftTimelin
             finish_reason=reading.response.finish_reasons[0] if reading.response.finish_reasons else None,
             messages=messages[repeated:],
             reply=reply,
-            continues=calls[-1].index if repeated else None,
+            continues=earlier[0] if repeated and earlier is not None else None,
             repeated=repeated,
             tools=_tools(reading, following, (end, max(next_start, end)), words),
             first_chunk_ns=reading.first_chunk_ns,
             status=reading.status,
             known=reading.api is not None,
-        ))
-        earlier = messages
+            operation=operation,
+            vectors=reading.response.embeddings,
+            dimensions=reading.response.dimension_count,
+        )
+        calls.append(row)
+        if conversation:
+            earlier = (row.index, messages, reply)
     run_start = recorded.shift.start
     ends = [recorded.shift.end] + [tool.end_ns for call in calls for tool in call.tools]
     return ShiftTimeline(

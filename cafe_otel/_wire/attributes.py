@@ -57,6 +57,8 @@ def request_attributes(asked: CallRequest, request: WireRequest) -> dict[str, An
         found[sc.OPENAI_REQUEST_SERVICE_TIER] = asked.service_tier
     if asked.encoding_formats is not None:
         found[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = asked.encoding_formats
+    if asked.dimensions is not None:  # what the vectors should have; the answer's own length replaces it
+        found[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = asked.dimensions
     if asked.conversation_id is not None:
         found[sc.GEN_AI_CONVERSATION_ID] = asked.conversation_id
     found[sc.SERVER_ADDRESS] = request.host
@@ -89,6 +91,12 @@ def response_attributes(answer: CallResponse, found: dict[str, Any]) -> None:
         found[sc.GEN_AI_RESPONSE_FINISH_REASONS] = answer.finish_reasons
     if answer.dimension_count is not None:
         found[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = answer.dimension_count
+
+
+def carries_content(asked: CallRequest) -> bool:
+    """Whether the call's span defines content attributes: the 1.41.1 embeddings span
+    defines none (its input is not a conversation)."""
+    return asked.operation is not Operation.EMBEDDINGS
 
 
 def content_attributes(said: RequestContent, answer: CallResponse) -> dict[str, Any]:

@@ -19,7 +19,13 @@ from cafe.apis import NO_RESPONSE, Api, CallResponse, EventSplitter, StreamReadi
 from cafe_otel import semconv as sc
 from cafe_otel._metrics.listener import ChatCall, MetricsListener
 from cafe_otel._spans.content import CaptureMode
-from cafe_otel._wire.attributes import content_attributes, request_attributes, response_attributes, span_name
+from cafe_otel._wire.attributes import (
+    carries_content,
+    content_attributes,
+    request_attributes,
+    response_attributes,
+    span_name,
+)
 from cafe_otel.agent import AGENT_TOTALS_KEY, MODEL_CALL_KEY, AgentTotals
 
 if TYPE_CHECKING:
@@ -212,11 +218,13 @@ class _ModelCall:
             error_type = outcome.error_type or "_OTHER"
         elif status is not None and status >= 400:
             error_type = str(status)
+        elif answer.error_type is not None:  # an answer that failed after its head (a stream's error event)
+            error_type = answer.error_type
         if asked.stream and reader.first_chunk_ns is not None:
             found[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (reader.first_chunk_ns - started_ns) / 1e9
         if error_type is not None:
             found[sc.ERROR_TYPE] = error_type
-        if observer.capturing:
+        if observer.capturing and carries_content(asked):
             found.update(content_attributes(api.request_content(body), answer))
         end_wall = self._start_wall + max(outcome.at_ns - started_ns, 0)
         span = observer.tracer.start_span(span_name(asked), context=self._context, kind=SpanKind.CLIENT,

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -24,6 +25,7 @@ from cafe_otel import BatchOptions, configure
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
 from otelstack.procs import free_ports
 from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
+from tests.wire.anthropic_server import AnthropicServer
 from tests.wire.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -135,3 +137,49 @@ def test_mlflow_shows_a_cafe_shift_and_a_plain_sdk_program_as_its_users_expect(m
     system = sdk_chat["mlflow.spanInputs"][0]["parts"][0]["content"]
     assert system == SDK_SYSTEM
     assert sdk_chat["mlflow.llm.provider"] == "openai"
+
+
+def test_mlflow_shows_anthropic_calls_with_their_cache_tokens_and_an_embeddings_call(mlflow: MLflow) -> None:
+    experiment = mlflow.experiment("cafe-otel-e2e-anthropic")
+    handle = configure(service_name="claude-e2e", endpoint=mlflow.url, protocol="http/protobuf",
+                       headers={"x-mlflow-experiment-id": experiment}, capture_content=True, metrics=False,
+                       set_global=False, environ={}, batch=BatchOptions(export_timeout=30))
+    system: Any = [{"type": "text", "text": SDK_SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    order: Any = [{"role": "user", "content": "A flat white?"}]
+    instrumentor = OpenAIWireInstrumentor()
+    instrumentor.instrument(telemetry=handle)
+    try:
+        with AnthropicServer.running() as claude, OpenAIServer.running() as server:
+            # The SDK's own tracing goes to the global provider, not to this handle's.
+            client = anthropic.Anthropic(base_url=claude.base_url, api_key="e2e-mlflow-anthropic-credential",
+                                         max_retries=0)
+            client.messages.create(model="claude-e2e", max_tokens=64, system=system, messages=order)
+            with client.messages.stream(model="claude-e2e", max_tokens=64, system=system, messages=order) as stream:
+                stream.until_done()
+            openai.OpenAI(base_url=server.base_url, api_key="sk-e2e-mlflow-0123456789abcdef",
+                          max_retries=0).embeddings.create(model="embed-e2e", input=["a flat white"],
+                                                           encoding_format="float")
+    finally:
+        instrumentor.uninstrument()
+    handle.shutdown(30.0)
+    assert handle.account.dropped == 0, handle.account.summary()
+
+    traces = mlflow.traces(experiment, expected=3)
+    assert len(traces) == 3, mlflow.tail()
+    spans = sorted((span for trace in traces for span in _spans(trace)), key=lambda span: span[0])
+    assert [name for name, _ in spans] == ["chat claude-e2e", "chat claude-e2e", "embeddings embed-e2e"]
+    chats = [attributes for name, attributes in spans if name.startswith("chat ")]
+    for chat in chats:
+        assert chat["mlflow.spanType"] == "CHAT_MODEL" and chat["mlflow.llm.model"] == "claude-e2e"
+        assert chat["mlflow.llm.provider"] == "anthropic"
+        assert [message["role"] for message in chat["mlflow.spanInputs"]] == ["user"]
+        assert chat["mlflow.spanOutputs"][0]["role"] == "assistant"
+    # The system prompt is written to the cache by one call and read by the other; each call's
+    # input tokens count the cached ones too, as the 1.41.1 Anthropic span says.
+    written, read = usages = sorted((chat["mlflow.chat.tokenUsage"] for chat in chats),
+                                    key=lambda usage: usage["cache_read_input_tokens"])
+    assert written["cache_creation_input_tokens"] == read["cache_read_input_tokens"] > 0
+    assert written["input_tokens"] == read["input_tokens"] > read["cache_read_input_tokens"]
+    assert all(usage["output_tokens"] > 0 for usage in usages)
+    ((_, embedded),) = [span for span in spans if span[0].startswith("embeddings ")]
+    assert embedded["mlflow.spanType"] == "EMBEDDING" and embedded["mlflow.chat.tokenUsage"]["input_tokens"] > 0

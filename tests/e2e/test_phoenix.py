@@ -33,6 +33,7 @@ from cafe_otel import configure
 from otelstack.procs import free_ports
 from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
 from tests.otel.test_zero_code import _instrument_command
+from tests.wire.anthropic_server import REPLY_WORDS, AnthropicServer
 from tests.wire.openai_server import OpenAIServer, answer_text
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +55,27 @@ client.chat.completions.create(model="sdk-model", messages=messages, max_tokens=
 for _chunk in client.chat.completions.create(model="sdk-stream", messages=messages, stream=True,
                                              stream_options={{"include_usage": True}}):
     pass
+"""
+ANTHROPIC_KEY = "e2e-phoenix-anthropic-credential-0a1b2c"
+# A plain program on the `anthropic` SDK: a tool round trip with a cached system prompt, a
+# stream, and an embeddings call of the `openai` SDK beside it.
+ANTHROPIC_PROGRAM = f"""
+import anthropic
+import openai
+
+system = [{{"type": "text", "text": {SDK_SYSTEM!r}, "cache_control": {{"type": "ephemeral"}}}}]
+tools = [{{"name": "price_check", "description": "The price of a menu item.",
+          "input_schema": {{"type": "object", "properties": {{"item": {{"type": "string"}}}}}}}}]
+order = [{{"role": "user", "content": "A flat white?"}}]
+client = anthropic.Anthropic(max_retries=0)
+first = client.messages.create(model="claude-e2e", max_tokens=64, system=system, tools=tools, messages=order)
+(call,) = [block for block in first.content if block.type == "tool_use"]
+client.messages.create(model="claude-e2e", max_tokens=64, system=system, tools=tools, messages=[
+    *order, {{"role": "assistant", "content": first.content}},
+    {{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": call.id, "content": "3.20"}}]}}])
+with client.messages.stream(model="claude-stream", max_tokens=64, system=system, messages=order) as stream:
+    stream.until_done()
+openai.OpenAI(max_retries=0).embeddings.create(model="embed-e2e", input=["a flat white"], encoding_format="float")
 """
 # Phoenix's start is mostly importing its server (18 s of CPU) and migrating a new database:
 # 60 to 68 s on a 2-core box at load 10 to 13, so the bound leaves room above that.
@@ -222,3 +244,56 @@ def test_phoenix_shows_a_plain_openai_program_under_opentelemetry_instrument(
     stored = phoenix.stored_bytes()
     assert SDK_SYSTEM.encode() in stored  # captured content is in what was read ...
     assert KEY.encode() not in stored  # ... and the key is nowhere
+
+
+def test_phoenix_shows_an_anthropic_program_and_an_embeddings_call_under_opentelemetry_instrument(
+        phoenix: Phoenix, tmp_path: Path) -> None:
+    command = _instrument_command()
+    program = tmp_path / "agent.py"
+    program.write_text(ANTHROPIC_PROGRAM, encoding="utf-8")
+    with AnthropicServer.running() as anthropic_server, OpenAIServer.running() as openai_server:
+        environ = {key: value for key, value in os.environ.items()
+                   if not key.startswith(("OTEL_", "OPENAI_", "ANTHROPIC_"))}
+        environ.update({
+            "ANTHROPIC_BASE_URL": anthropic_server.base_url, "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+            "OPENAI_BASE_URL": openai_server.base_url, "OPENAI_API_KEY": KEY,
+            "OTEL_SERVICE_NAME": "claude-agent", "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=anthropic-sdk",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.url,
+            "OTEL_METRICS_EXPORTER": "none", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+            # The SDK's own tracing makes a second chat span per call, the parent of ours, as the
+            # official instrumentation beside ours would (docs/instrumentation.md): off here.
+            "ANTHROPIC_OPEN_TELEMETRY": "false",
+        })
+        done = subprocess.run([str(command), sys.executable, str(program)], env=environ, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cafe-otel: telemetry: 4 spans exported, 0 dropped" in done.stderr
+
+    spans = sorted(phoenix.spans("anthropic-sdk", expected=4), key=lambda span: span["start_time"])
+    assert [span["name"] for span in spans] == [
+        "chat claude-e2e", "chat claude-e2e", "chat claude-stream", "embeddings embed-e2e"], phoenix.tail()
+    asked, answered, streamed, embedded = spans
+    for span in (asked, answered, streamed):
+        attributes = span["attributes"]
+        assert span["span_kind"] == "LLM" and span["status_code"] != "ERROR"
+        assert attributes["llm.provider"] == "anthropic" and attributes["gen_ai.provider.name"] == "anthropic"
+        # `system` is the call's system instructions: Phoenix shows it as the first message.
+        assert _messages(attributes, "input")[:2] == [("system", SDK_SYSTEM), ("user", "A flat white?")]
+        assert attributes["llm.token_count.prompt"] == attributes["gen_ai.usage.input_tokens"] > 0
+    first = asked["attributes"]
+    assert first["llm.output_messages.0.message.tool_calls.0.tool_call.function.name"] == "price_check"
+    assert first["llm.finish_reason"] == "tool_use"
+    # The first call writes the prompt to the cache and the second reads it back.
+    assert first["llm.token_count.prompt_details.cache_write"] > 0
+    assert answered["attributes"]["llm.token_count.prompt_details.cache_read"] == first[
+        "llm.token_count.prompt_details.cache_write"]
+    assert _messages(answered["attributes"], "output")[0][0] == "assistant"
+    assert "3.20" in str(_messages(answered["attributes"], "output")[0][1])
+    assert streamed["attributes"]["llm.token_count.completion"] == REPLY_WORDS
+    assert embedded["span_kind"] == "EMBEDDING"
+    assert embedded["attributes"]["gen_ai.embeddings.dimension.count"] > 0
+    assert "llm.input_messages.0.message.role" not in embedded["attributes"]  # no content on an embeddings span
+
+    stored = phoenix.stored_bytes()
+    assert SDK_SYSTEM.encode() in stored  # captured content is in what was read ...
+    assert ANTHROPIC_KEY.encode() not in stored and KEY.encode() not in stored  # ... and the keys are nowhere

@@ -283,3 +283,23 @@ def test_browser_draws_the_waterfall_from_the_first_call_on_an_axis_with_visible
     assert all(right - left + 1 >= MIN_BAR_PX for left, _, right, _ in chats + tools)
     assert 'title="check_allergens ok: its time is not recorded; placed after call 1"' in seen.dom
     assert seen.requested_urls() == []
+
+
+def test_a_call_no_reading_knows_is_drawn_as_its_method_path_and_status_never_as_a_chat(tmp_path):
+    import openai
+
+    import cafe.wire as wire
+    from tests.wire.openai_server import OpenAIServer
+
+    recording, page = tmp_path / "speech.jsonl", tmp_path / "speech.html"
+    with OpenAIServer.running() as server, wire.record(recording):
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-view-0123456789", max_retries=0)
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Read the menu."}])
+        client.audio.speech.create(model="tts-1", voice="alloy", input="Today's special is a flat white.")
+    assert _view(recording, page)[0] == 0
+    shown = page.read_text()
+    rows = rows_of(shown).rows
+    assert [(row["data-kind"], row["data-name"]) for row in rows[1:]] == [
+        ("chat", "chat gpt-4o"), ("call", "POST /v1/audio/speech")]
+    assert "call 2 · " in shown and " · status 200 · an API cafe does not read" in shown
+    assert 'id="input-2"' not in shown  # nothing read from it is shown as an empty conversation

@@ -5,8 +5,9 @@ usage chunk when `stream_options.include_usage` is true), counts the requests it
 and can be told to fail the next requests (429, 500), to wait before answering, or to hold
 every answer until a number of requests are in (so that calls sent together are in flight
 together). Besides chat completions it answers the Responses API (`/v1/responses`),
-Anthropic's Messages API (`/v1/messages`), audio transcriptions (a multipart upload) and
-speech (a binary answer), and accepts a trace upload (`/v1/traces/ingest`, the OpenAI
+Anthropic's Messages API (`/v1/messages`), embeddings (`/v1/embeddings`: float or base64,
+`dimensions`), audio transcriptions (a multipart upload) and speech (a binary answer), and
+accepts a trace upload (`/v1/traces/ingest`, the OpenAI
 Agents SDK's) with 204 No Content, as the service does; it can be told what to say and how
 to cut a stream (`answer_with`, `split_events`), to encode its answers (`encode_answers`) and
 to require a key in the query (`require_query`).
@@ -22,11 +23,13 @@ so a changed request gets a changed answer and a replay can be compared with a l
 
 from __future__ import annotations
 
+import base64
 import email.parser
 import email.policy
 import gzip
 import hashlib
 import json
+import struct
 import threading
 import time
 import urllib.parse
@@ -36,6 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+EMBEDDING_DIMENSIONS = 1536  # an embedding's length when the request does not ask for fewer
 
 
 @dataclass
@@ -265,6 +270,43 @@ def _message_events(body: dict[str, Any], plan: _Plan) -> Iterator[tuple[str, di
     yield "message_stop", {"type": "message_stop"}
 
 
+def _embedding(item: Any, size: int) -> list[float]:
+    """A unit-scale vector of `size` values, a deterministic function of the input."""
+    seed = hashlib.sha256(json.dumps(item).encode()).digest()
+    return [round((seed[n % len(seed)] * (n + 1) % 251) / 125.0 - 1.0, 6) for n in range(size)]
+
+
+def _embeddings(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The Embeddings API's answer to `body` (status, body): a vector an input, floats or
+    base64 float32 bytes (`encoding_format`), `dimensions` long (1536 by default), and the
+    input's tokens (a word a token, or a token array's length) as its usage."""
+    given = body.get("input")
+    if isinstance(given, str) or (isinstance(given, list) and given and all(type(n) is int for n in given)):
+        inputs = [given]
+    elif isinstance(given, list) and given:
+        inputs = given
+    else:
+        return 400, {"error": {"message": "'input' is a required property", "type": "invalid_request_error",
+                               "param": "input", "code": None}}
+    size = body.get("dimensions", EMBEDDING_DIMENSIONS)
+    if type(size) is not int or not 1 <= size <= EMBEDDING_DIMENSIONS:
+        return 400, {"error": {"message": f"Invalid value for 'dimensions' = {size}.",
+                               "type": "invalid_request_error", "param": "dimensions", "code": None}}
+    encoding = body.get("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        return 400, {"error": {"message": f"Invalid value for 'encoding_format' = {encoding}.",
+                               "type": "invalid_request_error", "param": "encoding_format", "code": None}}
+    data = []
+    for index, item in enumerate(inputs):
+        vector: Any = _embedding(item, size)
+        if encoding == "base64":
+            vector = base64.b64encode(struct.pack(f"<{size}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    tokens = sum(len(item) if isinstance(item, list) else len(str(item).split()) for item in inputs)
+    return 200, {"object": "list", "data": data, "model": body.get("model", "text-embedding-3-small"),
+                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
 def _form(headers: Any, raw: bytes) -> dict[str, tuple[str | None, bytes]]:
     """A multipart/form-data body's fields: name -> (filename, content)."""
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
@@ -377,6 +419,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 kind = "rate_limit_exceeded" if failure == 429 else "server_error"
                 self._send(failure, {"error": {"message": "try again", "type": kind, "code": kind}},
                            {"retry-after-ms": "1", "x-should-retry": "false"})
+                return
+            if path == "/v1/embeddings" and isinstance(body, dict):
+                self._send(*_embeddings(body))
                 return
             if not self.path.startswith("/v1/chat/completions") or not isinstance(body, dict):
                 self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
