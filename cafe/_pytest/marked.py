@@ -22,7 +22,7 @@ from cafe.recording.modes import RecordMode
 from cafe.wire._hook import children_refused
 from cafe.wire._intercept import intercept
 from cafe.wire._recorder import WireRecorder
-from cafe.wire._replay import ReplayTransport
+from cafe.wire._replay import WireReplay
 
 
 def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
@@ -37,8 +37,8 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
                     "(run once with --cafe-record-mode=once to record it)", pytrace=False)
     failure = None
     try:
-        source = ReplayTransport(path, ignore=tuple(options.get("ignore", ())),
-                                 allow_truncated=bool(options.get("allow_truncated")))
+        source = WireReplay(path, ignore=tuple(options.get("ignore", ())),
+                            allow_truncated=bool(options.get("allow_truncated")))
     except TruncatedRecording as error:
         failure = str(error) if error.line == 1 else (
             f"{error.path}:{error.line}: the last line is truncated (the recorder stopped mid-write); mark the "

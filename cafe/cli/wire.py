@@ -228,11 +228,11 @@ def _unchecked(outcome: HookOutcome) -> str:
 
 def replay_run_command(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     from cafe.recording.reader import load_recording
-    from cafe.wire._replay import ReplayTransport, checked_ignore
+    from cafe.wire._replay import WireReplay, checked_ignore
 
     command = _command(args)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
-    ReplayTransport(recording)  # refuses a recording without HTTP exchanges, naming how to replay it
+    WireReplay(recording)  # refuses a recording without HTTP exchanges, naming how to replay it
     checked_ignore(recording.path, args.ignore)
     hook = hook_directory(Path(tempfile.gettempdir()))
     resolved = str(Path(args.recording).resolve())

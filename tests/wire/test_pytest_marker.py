@@ -276,6 +276,7 @@ def _reported(output: str) -> dict[str, str]:
 
 def test_a_refusal_a_library_wraps_or_the_test_catches_is_the_line_pytest_reports(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("anthropic", reason="the Anthropic SDK (on httpx2) is not installed beside this openai")
     pytester.makepyfile(test_wrapping=WRAPPING_MODULE)
     monkeypatch.setenv("AGENT_KEY", KEY)
     monkeypatch.setenv("AGENT_MAX_TOKENS", "5")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from cafe.recording import load_recording
+from cafe.recording.errors import UnusedCalls
 from tests.wire.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -302,9 +303,9 @@ def test_a_python_that_cannot_import_cafe_is_stopped_before_it_runs(tmp_path: Pa
         assert _cafe(tmp_path, "record", str(recording), "--", sys.executable, str(agent),
                      AGENT_BASE_URL=server.base_url).returncode == 0
         before = server.count
-        # cafe on PYTHONPATH (its dependencies are not), then not even cafe: stopped by the hook;
-        # with -I, refused by the command, since this Python has no startup file of cafe's.
-        for pythonpath, flags in ((str(REPO), []), ("", []), ("", ["-I"])):
+        # Not even cafe: stopped by the hook; with -I, refused by the command, since this
+        # Python has no startup file of cafe's.
+        for pythonpath, flags in (("", []), ("", ["-I"])):
             environ = _environ(tmp_path, AGENT_BASE_URL=server.base_url, PYTHONPATH=pythonpath)
             stopped = subprocess.run([sys.executable, "-m", "cafe", "replay-run", str(recording), "--", python,
                                       *flags, str(agent)], env=environ, capture_output=True, text=True,
@@ -317,6 +318,12 @@ def test_a_python_that_cannot_import_cafe_is_stopped_before_it_runs(tmp_path: Pa
             else:
                 assert line.startswith(f"cafe: error: the program's Python ({python}) cannot import ")
                 assert line.endswith(": run the program with the Python cafe is installed in")
+        # cafe on PYTHONPATH, and no HTTP library: the hook needs none, so the program runs (and
+        # fails on its own import of openai, its recorded calls never made).
+        environ = _environ(tmp_path, AGENT_BASE_URL=server.base_url, PYTHONPATH=str(REPO))
+        ran = subprocess.run([sys.executable, "-m", "cafe", "replay-run", str(recording), "--", python, str(agent)],
+                             env=environ, capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+        assert ran.returncode == UnusedCalls.exit_code and ran.stdout == "ran\n", ran.stderr
         assert server.count == before
 
 
