@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The second test environment: openai 1.x (and groq) on `httpx`, where the project's venv has
-# openai 3.x on `httpx2`. Created once per version of tests/wire/httpx-requirements.txt and
-# pyproject.toml under ~/.cache/cafe-otel/httpx/<hash> (CAFE_HTTPX_CACHE moves it), never in the
+# openai 3.x on `httpx2`. Created once per version of tests/wire/httpx-requirements.txt and of
+# the project's dependencies (pyproject.toml's `dependencies`) under ~/.cache/cafe-otel/httpx/<hash> (CAFE_HTTPX_CACHE moves it), never in the
 # project's venv; the checkout it runs is installed into it (editable, so the tests run this
 # checkout's code), again whenever the venv is used from another checkout. Prints its path.
 #   usage: bash scripts/httpx-venv.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUIREMENTS=tests/wire/httpx-requirements.txt
-KEY=$(cat "$REQUIREMENTS" pyproject.toml | sha256sum | cut -c1-16)
+KEY=$( (cat "$REQUIREMENTS"; sed -n '/^dependencies = \[/,/^\]/p' pyproject.toml) | sha256sum | cut -c1-16)
 CACHE=${CAFE_HTTPX_CACHE:-$HOME/.cache/cafe-otel/httpx}
 TARGET="$CACHE/$KEY"
 CHECKOUT=$(pwd -P)

@@ -171,7 +171,7 @@ def _fresh_owner(plan: Mapping[str, Any]) -> bool:
 def _own(plan: Mapping[str, Any], directory: Path) -> None:
     import atexit
 
-    from cafe.wire._intercept import WireLayer, install, uninstall
+    from cafe.wire._intercept import WireLayer, install, patched, uninstall
 
     owner = os.getpid()
     if plan["action"] == "record":
@@ -184,13 +184,14 @@ def _own(plan: Mapping[str, Any], directory: Path) -> None:
         def finish_recording() -> None:
             if os.getpid() != owner:  # a forked child's exit: the recording is its parent's
                 return
+            libraries = list(patched())  # the covered libraries the program imported
             uninstall(layer)
             try:
                 recorder.close()
             except BaseException as error:
-                _write_status(directory, error)
+                _write_status(directory, error, libraries)
                 return
-            _write_json(directory / STATUS_FILE, {"calls": recorder.calls})
+            _write_json(directory / STATUS_FILE, {"calls": recorder.calls, "libraries": libraries})
 
         atexit.register(finish_recording)
         return
@@ -203,15 +204,16 @@ def _own(plan: Mapping[str, Any], directory: Path) -> None:
     def check_replay() -> None:
         if os.getpid() != owner:
             return
+        libraries = list(patched())
         uninstall(layer)
         try:
             if source.failure is not None:
                 raise source.failure
             source.assert_exhausted()
         except BaseException as error:
-            _write_status(directory, error)
+            _write_status(directory, error, libraries)
             return
-        _write_json(directory / STATUS_FILE, {"calls": source.served})
+        _write_json(directory / STATUS_FILE, {"calls": source.served, "libraries": libraries})
 
     atexit.register(check_replay)
 
@@ -345,8 +347,8 @@ def _write_json(path: Path, value: Mapping[str, Any], *, exclusive: bool = False
     return True
 
 
-def _write_status(directory: Path, error: BaseException) -> None:
-    _write_json(directory / STATUS_FILE, _failure(error))
+def _write_status(directory: Path, error: BaseException, libraries: list[str]) -> None:
+    _write_json(directory / STATUS_FILE, {**_failure(error), "libraries": libraries})
 
 
 def note_refusal(directory: Path, error: BaseException) -> None:

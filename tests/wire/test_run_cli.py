@@ -542,3 +542,44 @@ def test_a_program_that_execs_after_recording_calls_has_its_later_calls_refused(
         f"(make them before the exec, or after it only); nothing recorded at {recording}; its calls are kept in "
         f"{tmp_path / 'agent.jsonl.partial'}")
     assert _calls(tmp_path / "agent.jsonl.partial") == [1]
+
+
+# Asks the server through the standard library only: neither httpx nor httpx2 is imported.
+NEITHER = '''
+import json
+import os
+import sys
+import urllib.request
+
+request = urllib.request.Request(os.environ["AGENT_BASE_URL"] + "/chat/completions", method="POST",
+                                 data=json.dumps({"model": "m", "messages": []}).encode(),
+                                 headers={"content-type": "application/json"})
+with urllib.request.urlopen(request, timeout=30) as answer:
+    print("answered:", answer.status)
+print("imported:", sorted(name for name in ("httpx", "httpx2") if name in sys.modules))
+'''
+
+
+def test_a_program_that_uses_neither_library_is_told_so_in_one_line(tmp_path: Path) -> None:
+    agent, recording, neither = tmp_path / "agent.py", tmp_path / "agent.jsonl", tmp_path / "neither.py"
+    agent.write_text(AGENT)
+    neither.write_text(NEITHER)
+    note = ("no call went through httpx or httpx2 (the program imported neither: cafe records and replays the "
+            "calls made through them)")
+    with OpenAIServer.running() as server:
+        empty = tmp_path / "empty.jsonl"
+        made = _cafe(tmp_path, "record", str(empty), "--", sys.executable, str(neither),
+                     AGENT_BASE_URL=server.base_url)
+        assert made.returncode == 0 and made.stdout == "answered: 200\nimported: []\n", made.stderr
+        assert made.stderr.splitlines() == [f"cafe: recorded 0 call(s) to {empty}; {note}"]
+        replayed = _cafe(tmp_path, "replay-run", str(empty), "--", sys.executable, str(neither),
+                         AGENT_BASE_URL=server.base_url)
+        assert replayed.stderr.splitlines() == [f"cafe: replayed 0 call(s) from {empty}: every recorded call used; "
+                                                f"{note}"]
+        assert _cafe(tmp_path, "record", str(recording), "--", sys.executable, str(agent),
+                     AGENT_BASE_URL=server.base_url).returncode == 0
+        unused = _cafe(tmp_path, "replay-run", str(recording), "--", sys.executable, str(neither),
+                       AGENT_BASE_URL=server.base_url)
+    assert unused.returncode == UnusedCalls.exit_code
+    [line] = unused.stderr.splitlines()
+    assert line.startswith(f"cafe: error: {recording}: 2 recorded call(s) were never made") and line.endswith(note)

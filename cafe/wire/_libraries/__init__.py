@@ -36,6 +36,9 @@ LIBRARIES: dict[str, str] = {
 SHOWN = " or ".join(sorted(LIBRARIES))
 """The covered libraries, as a message names them (`httpx or httpx2`)."""
 
+NO_CALL = f"no call went through {SHOWN}"
+"""What a run that used neither library is told, in one line."""
+
 
 class Chains(Protocol):
     """What a library's patch asks the registry for each request."""
@@ -79,6 +82,13 @@ class TransportLibrary(ClientLibrary, Protocol):
         """A client over `answering` (a source, or one of the library's transports) only,
         observed, that never takes a proxy from the environment."""
         ...
+
+
+def installed_libraries() -> tuple[str, ...]:
+    """The covered libraries installed in this Python (looked up, not imported)."""
+    import importlib.util
+
+    return tuple(name for name in sorted(LIBRARIES) if importlib.util.find_spec(name) is not None)
 
 
 def library(name: str) -> ClientLibrary:
