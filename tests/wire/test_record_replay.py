@@ -354,7 +354,10 @@ try:
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "And one for me."}])
     print("answered")
 except Exception as error:
-    print("refused" if type(error).__name__ == "OtherProcessCall" else f"failed: {type(error).__name__}")
+    cause = error  # an SDK may wrap the refusal (openai 1.x: APIConnectionError from it)
+    while cause is not None and type(cause).__name__ != "OtherProcessCall":
+        cause = cause.__cause__ or cause.__context__
+    print("refused" if cause is not None else f"failed: {type(error).__name__}")
 """
 
 

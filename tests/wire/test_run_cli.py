@@ -89,6 +89,13 @@ def ask(text):
     return reply.choices[0].message.content
 
 
+def ask_in_worker(text):
+    try:
+        return ask(text)
+    except Exception as error:  # an SDK's own error may not cross back from a worker (openai 1.x's do not unpickle)
+        raise RuntimeError(type(error).__name__) from None
+
+
 def square(number):
     return number * number
 
@@ -97,7 +104,7 @@ if __name__ == "__main__":
     print("first:", ask("A latte, please."))
     with multiprocessing.get_context(os.environ["POOL_METHOD"]).Pool(2) as pool:
         if os.environ.get("POOL_WORK") == "call":
-            print("workers:", pool.map(ask, ["One for worker 1.", "One for worker 2."]))
+            print("workers:", pool.map(ask_in_worker, ["One for worker 1.", "One for worker 2."]))
         else:
             print("workers:", pool.map(square, [1, 2, 3]))
     print("last:", ask("And a croissant."))
