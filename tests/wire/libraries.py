@@ -10,6 +10,7 @@ from types import ModuleType
 
 import openai
 
+from cafe.errors import CafeError
 from cafe.wire._libraries import LIBRARIES, library_of
 
 SDK_LIBRARY = library_of(openai.DefaultHttpxClient) or "httpx2"
@@ -27,3 +28,12 @@ def transports(http: ModuleType) -> ModuleType:
 
 
 SDK_TRANSPORTS = transports(SDK_HTTP)
+
+
+def cafe_error_in(error: BaseException) -> CafeError | None:
+    """The cafe error a call raised, or the one its SDK raised its own error from: openai 3.x lets
+    a transport's error through, openai 1.x and Groq's SDK raise APIConnectionError from it."""
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, CafeError):
+        seen = seen.__cause__ or seen.__context__
+    return seen
