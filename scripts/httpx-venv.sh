@@ -3,7 +3,8 @@
 # openai 3.x on `httpx2`. Created once per version of tests/wire/httpx-requirements.txt and of
 # the project's dependencies (pyproject.toml's `dependencies`) under ~/.cache/cafe-otel/httpx/<hash> (CAFE_HTTPX_CACHE moves it), never in the
 # project's venv; the checkout it runs is installed into it (editable, so the tests run this
-# checkout's code), again whenever the venv is used from another checkout. Prints its path.
+# checkout's code), again whenever it is used from another checkout or pyproject.toml changed.
+# Prints its path.
 #   usage: bash scripts/httpx-venv.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,9 @@ REQUIREMENTS=tests/wire/httpx-requirements.txt
 KEY=$( (cat "$REQUIREMENTS"; sed -n '/^dependencies = \[/,/^\]/p' pyproject.toml) | sha256sum | cut -c1-16)
 CACHE=${CAFE_HTTPX_CACHE:-$HOME/.cache/cafe-otel/httpx}
 TARGET="$CACHE/$KEY"
-CHECKOUT=$(pwd -P)
+# The checkout installed into it, and its pyproject.toml (entry points, extras): either changed, it is
+# installed again.
+CHECKOUT="$(pwd -P) $(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$TARGET/.complete" ] || [ ! -x "$TARGET/bin/python" ]; then
   mkdir -p "$CACHE"
   # Built in place (a venv's scripts name its path, so it cannot be moved), and marked
