@@ -8,7 +8,8 @@ cost per call is (load + every call) / calls. VCR.py replays the same plain call
 cassette it recorded itself (bench/vcr_baseline.py), sampled as in figure 2; streamed calls
 are not compared with VCR.py (it keeps an SSE body as one response body).
 
-(b) What the transport adds to a bare SDK call on `httpx2.MockTransport`: the same calls
+(b) What the transport adds to a bare SDK call on `httpx2.MockTransport` (and, as its `httpx`
+rows, to Groq's SDK on `httpx.MockTransport`, the same request on httpx): the same calls
 through `ObservedTransport` with a `WireRecorder` (recording), and served by `ReplayTransport`
 (replaying), paired with the bare call in the same repeats; the overhead is the median of the
 per-repeat ratios, minus 1. The bare call is a realistic agent call, bench/synthetic.py's:
@@ -32,11 +33,14 @@ request with every call still in flight.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import itertools
 import json
 import multiprocessing
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,7 @@ from bench.stats import interleaved
 from bench.synthetic import SyntheticCall, synthetic_calls
 from bench.table import Figure
 from cafe.recording.reader import load_recording
-from cafe.wire import AsyncRecordingTransport, ObservedTransport, RecordingTransport, ReplayTransport, WireRecorder
+from cafe.wire import AsyncRecordingTransport, RecordingTransport, ReplayTransport, WireRecorder
 
 FULL_SIZES = (100, 1_000, 10_000)
 SMOKE_SIZES = (100,)
@@ -187,12 +191,64 @@ def _overlapping(workdir: Path, sizes: tuple[int, ...], repeats: int) -> list[Fi
                         "arriving in reverse order") for n in sizes] + figures
 
 
-def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int) -> list[Figure]:
-    recorded = record(workdir / "overhead.jsonl", calls, stream=False)
+@dataclass(frozen=True)
+class _Sdk:
+    """A bare SDK call on one client library, for what the wire adds to it: the library's
+    module, cafe's transports for it, and a client sending through a given transport."""
+
+    library: str
+    label: str
+    client: Callable[[Any], Any]
+
+    def http(self) -> Any:
+        return importlib.import_module(self.library)
+
+    def wire(self) -> Any:
+        return importlib.import_module(f"cafe.wire.{self.library}")
+
+
+def _groq_client(transport: Any) -> Any:
+    import groq
+    import httpx
+
+    return groq.Groq(api_key=KEY, base_url="http://bench.invalid", max_retries=0,
+                     http_client=httpx.Client(transport=transport))
+
+
+def _sdks() -> list[_Sdk]:
+    """The installed openai on its library (httpx2 for 3.x), and an SDK on httpx beside it: Groq's
+    (the same Chat Completions request) when openai itself is not on httpx."""
+    on = "httpx" if openai.__version__.startswith(("1.", "2.")) else "httpx2"
+    sdks = [_Sdk(on, "", lambda transport: openai.OpenAI(
+        api_key=KEY, base_url=BASE_URL, max_retries=0,
+        http_client=importlib.import_module(on).Client(transport=transport)))]
+    if on != "httpx" and importlib.util.find_spec("groq") is not None:
+        sdks.append(_Sdk("httpx", " (httpx: groq)", _groq_client))
+    return sdks
+
+
+def _library_mock(http: Any, calls: list[SyntheticCall]) -> Any:
+    position = [0]
+
+    def answer(request: Any) -> Any:
+        call = calls[position[0] % len(calls)]
+        position[0] += 1
+        return http.Response(200, json=_completion(call))
+
+    return http.MockTransport(answer)
+
+
+def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int, sdk: _Sdk) -> list[Figure]:
+    http, wire = sdk.http(), sdk.wire()
+    recorded = workdir / f"overhead-{sdk.library}.jsonl"
+    recorder_client = sdk.client(wire.RecordingTransport(recorded, _library_mock(http, calls)))
+    for call in calls:
+        _make(recorder_client, call, False)
+    recorder_client.close()
     counter = [0]
 
     def bare() -> float:
-        client = _client(_mock(calls, False))
+        client = sdk.client(_library_mock(http, calls))
         start = time.perf_counter()
         for call in calls:
             _make(client, call, False)
@@ -200,8 +256,8 @@ def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int) -> list[F
 
     def recording() -> float:
         counter[0] += 1
-        recorder = WireRecorder(workdir / f"overhead-{counter[0]}.jsonl", mode="all")
-        client = _client(ObservedTransport(_mock(calls, False), [recorder]))
+        recorder = WireRecorder(workdir / f"overhead-{sdk.library}-{counter[0]}.jsonl", mode="all")
+        client = sdk.client(wire.ObservedTransport(_library_mock(http, calls), [recorder]))
         start = time.perf_counter()
         for call in calls:
             _make(client, call, False)
@@ -210,8 +266,8 @@ def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int) -> list[F
         return spent
 
     def replaying() -> float:
-        source = ReplayTransport(load_recording(recorded))
-        client = _client(source)
+        source = wire.ReplayTransport(load_recording(recorded))
+        client = sdk.client(source)
         start = time.perf_counter()
         for call in calls:
             _make(client, call, False)
@@ -223,10 +279,10 @@ def _overhead(workdir: Path, calls: list[SyntheticCall], repeats: int) -> list[F
         added = pair.ratio(name, "bare") - 1
         low, high = pair.spread(name, "bare")
         figures.append(Figure(
-            11, f"wire {name} adds to a bare SDK call", added * 100, "%", "<= 5%", added <= 0.05,
-            f"{name} {pair.median(name) * 1e6:.0f} µs vs bare SDK on MockTransport {pair.median('bare') * 1e6:.0f} µs "
-            f"a call (+{(pair.median(name) - pair.median('bare')) * 1e6:.0f} µs by medians); median of {repeats} "
-            f"paired ratios ({low:.2f}-{high:.2f}), {len(calls)} calls a repeat"))
+            11, f"wire {name} adds to a bare SDK call{sdk.label}", added * 100, "%", "<= 5%", added <= 0.05,
+            f"{name} {pair.median(name) * 1e6:.0f} µs vs bare SDK on {sdk.library}.MockTransport "
+            f"{pair.median('bare') * 1e6:.0f} µs a call (+{(pair.median(name) - pair.median('bare')) * 1e6:.0f} µs "
+            f"by medians); median of {repeats} paired ratios ({low:.2f}-{high:.2f}), {len(calls)} calls a repeat"))
     return figures
 
 
@@ -280,7 +336,8 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
                               "smoke run: 100 calls only"))
     if 10_000 in calls:
         figures.append(_vcr_bounded(workdir, calls[10_000], growth.median("plain@10000")))
-    figures += _overhead(workdir, calls[sizes[0]] if smoke else calls[1_000][:300], 3 if smoke else 15)
+    for sdk in _sdks():
+        figures += _overhead(workdir, calls[sizes[0]] if smoke else calls[1_000][:300], 3 if smoke else 15, sdk)
     figures += _overlapping(workdir, sizes, repeats)
     return figures
 

@@ -45,3 +45,13 @@ if ! command -v "${CAFE_CHROMIUM:-chromium}" >/dev/null 2>&1; then
 fi
 
 "$VENV/bin/python" -m pytest "$@"
+
+# The other client library: openai 1.x and Groq's SDK on `httpx` (this venv's openai 3.x is on
+# httpx2), in the cached second environment of scripts/httpx-venv.sh. The files that drive the
+# seam through a real SDK: the marker, cafe record / replay-run, the spans, cafe view, and a
+# recording made through one library replaying through the other.
+HTTPX_VENV=$(bash scripts/httpx-venv.sh)
+"$HTTPX_VENV/bin/python" -m pytest -m "not e2e" -p no:cacheprovider \
+  tests/wire/test_libraries.py tests/wire/test_record_replay.py tests/wire/test_observed.py \
+  tests/wire/test_pytest_marker.py tests/wire/test_run_cli.py tests/wire/test_wire_recordings_in_tools.py \
+  tests/otel/test_instrumentation.py tests/otel/test_instrumentation_stream.py

@@ -43,9 +43,18 @@ PINNED = {
     "cafe.wire": {
         'AsyncObservedTransport', 'AsyncRecordingTransport', 'CallObserver', 'CallOutcome', 'Clock',
         'FailureKind', 'Headers', 'ObservedTransport', 'OutcomeKind', 'RecordingTransport',
-        'ReplayTransport', 'WireLayer', 'WireObserver', 'WireRecorder', 'WireRequest', 'WireResponse',
-        'WireSource', 'failure_kind', 'header_value', 'install', 'installed', 'intercept', 'record',
+        'ReplayTransport', 'WireAnswer', 'WireLayer', 'WireObserver', 'WireRecorder', 'WireReplay', 'WireRequest',
+        'WireResponse', 'WireSource', 'failure_kind', 'header_value', 'install', 'installed', 'intercept', 'record',
         'recorded_request_headers', 'recorded_response_headers', 'replay', 'uninstall'
+    },
+    # One face per client library (the same names), each importing only its library.
+    "cafe.wire.httpx": {
+        'AsyncObservedTransport', 'AsyncRecordingTransport', 'ObservedTransport', 'RecordingTransport',
+        'ReplayTransport', 'SourceTransport'
+    },
+    "cafe.wire.httpx2": {
+        'AsyncObservedTransport', 'AsyncRecordingTransport', 'ObservedTransport', 'RecordingTransport',
+        'ReplayTransport', 'SourceTransport'
     },
     "cafe_otel": {
         'AdvancedOptions', 'BatchOptions', 'BoundedBatchSpanProcessor', 'CaptureMode', 'FailSoftSpanExporter',

@@ -20,9 +20,10 @@ from cafe.errors import CafeError, Unwritable
 from cafe.recording.errors import RecordingError, TruncatedRecording
 from cafe.recording.modes import RecordMode
 from cafe.wire._hook import children_refused
-from cafe.wire._intercept import intercept
+from cafe.wire._intercept import intercept, patched
+from cafe.wire._libraries import NO_CALL, installed_libraries
 from cafe.wire._recorder import WireRecorder
-from cafe.wire._replay import ReplayTransport
+from cafe.wire._replay import WireReplay
 
 
 def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
@@ -37,8 +38,8 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
                     "(run once with --cafe-record-mode=once to record it)", pytrace=False)
     failure = None
     try:
-        source = ReplayTransport(path, ignore=tuple(options.get("ignore", ())),
-                                 allow_truncated=bool(options.get("allow_truncated")))
+        source = WireReplay(path, ignore=tuple(options.get("ignore", ())),
+                            allow_truncated=bool(options.get("allow_truncated")))
     except TruncatedRecording as error:
         failure = str(error) if error.line == 1 else (
             f"{error.path}:{error.line}: the last line is truncated (the recorder stopped mid-write); mark the "
@@ -48,6 +49,9 @@ def marked_test(request: pytest.FixtureRequest, path: Path, mode: RecordMode,
         failure = str(error)
     if failure is not None:
         pytest.fail(f"cafe: {failure}", pytrace=False)
+    if source.unused and not installed_libraries():
+        pytest.fail(f"cafe: {path}: its {source.unused} recorded call(s) cannot be replayed: {NO_CALL} (neither is "
+                    "installed in this Python: install the SDK the calls were recorded with)", pytrace=False)
     request.node.stash[REPLAY] = source
     with network_refused(path, hosts) as guard, children_refused(path, replaying=True) as raise_refused, \
             intercept(source=source):
@@ -69,6 +73,9 @@ def _record(request: pytest.FixtureRequest, path: Path) -> Iterator[None]:
         with children_refused(path, replaying=False) as raise_refused, intercept([recorder]):
             yield
             refused = _refusal(raise_refused)
+            if refused is None and not recorder.calls and not patched():
+                refused = (f"cafe: {path}: nothing to record: {NO_CALL} (the test imported neither: cafe records "
+                           "the model calls made through them)")
     finally:
         if request.node.stash.get(CALL_PASSED, False) and refused is None:
             try:

@@ -103,7 +103,7 @@ def _add_record(commands: Commands) -> None:
                          help="once: never overwrite a recording (default); all: re-record")
     record = commands.add_parser(
         "record", parents=[options],
-        help="run a Python program, recording its model calls (httpx2, the openai SDK's) to a file")
+        help="run a Python program, recording its model calls (httpx or httpx2: any openai SDK's) to a file")
     record.add_argument("recording", metavar="REC", type=recording_to_write,
                         help="where to write the recording (JSONL, private: 0600)")
     record.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",

@@ -1,6 +1,6 @@
 """`cafe record REC -- CMD...` and `cafe replay-run REC -- CMD...`: record or replay the
-httpx2 calls (the `openai` SDK's) of an unchanged Python program, through the hook in
-`cafe.wire._hook`.
+httpx and httpx2 calls (the `openai` SDK's, whichever it uses) of an unchanged Python program,
+through the hook in `cafe.wire._hook`.
 
 The recording is made in a directory beside REC and moved into place only when the program
 succeeded, so a failed run never leaves a recording to be replayed; whatever the run's end,
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cafe.errors import CafeError, UsageError
-from cafe.recording.errors import RecordingError, ReplayError
+from cafe.recording.errors import RecordingError, ReplayError, UnusedCalls
 from cafe.recording.modes import RecordMode
 from cafe.wire._hook import (
     PROBE_FILE,
@@ -211,7 +211,7 @@ def record_command(args: argparse.Namespace, environ: Mapping[str, str], out: Te
                 raise RecordingError(f"{target}: a recording appeared there while the program ran; this run's "
                                      f"calls are kept in {partial}") from None
         placed = True
-        err.write(f"cafe: recorded {outcome.status.get('calls', 0)} call(s) to {target}\n")
+        err.write(f"cafe: recorded {outcome.status.get('calls', 0)} call(s) to {target}{_unused_libraries(outcome)}\n")
         return 0
     finally:
         if not placed and not os.path.lexists(partial):
@@ -228,11 +228,11 @@ def _unchecked(outcome: HookOutcome) -> str:
 
 def replay_run_command(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     from cafe.recording.reader import load_recording
-    from cafe.wire._replay import ReplayTransport, checked_ignore
+    from cafe.wire._replay import WireReplay, checked_ignore
 
     command = _command(args)
     recording = load_recording(args.recording, allow_truncated=args.allow_truncated)
-    ReplayTransport(recording)  # refuses a recording without HTTP exchanges, naming how to replay it
+    WireReplay(recording)  # refuses a recording without HTTP exchanges, naming how to replay it
     checked_ignore(recording.path, args.ignore)
     hook = hook_directory(Path(tempfile.gettempdir()))
     resolved = str(Path(args.recording).resolve())
@@ -246,7 +246,8 @@ def replay_run_command(args: argparse.Namespace, environ: Mapping[str, str], out
         remove_hook_directory(hook)
     failure = outcome.failure
     if failure is not None:
-        raise _Reported(failure, {resolved: str(args.recording)})
+        unused = failure.get("exit_code") == UnusedCalls.exit_code
+        raise _Reported(failure, {resolved: str(args.recording)}, _unused_libraries(outcome)[2:] if unused else "")
     if outcome.status is None:
         raise ReplayUnchecked(f"{args.recording}: the program {_exit_note(code)} {_unchecked(outcome)}: "
                               "whether it made the recorded calls is unknown")
@@ -254,8 +255,19 @@ def replay_run_command(args: argparse.Namespace, environ: Mapping[str, str], out
         err.write(f"cafe: the program {_exit_note(code)}; every recorded call was used\n")
         return _exit_code(code)
     err.write(f"cafe: replayed {outcome.status.get('calls', 0)} call(s) from {args.recording}: every recorded call "
-              "used\n")
+              f"used{_unused_libraries(outcome)}\n")
     return 0
+
+
+def _unused_libraries(outcome: HookOutcome) -> str:
+    """`; no call went through httpx or httpx2 ...` when the program's Python imported neither
+    library (the hook's status says which it patched), else nothing."""
+    from cafe.wire._libraries import NO_CALL
+
+    status = outcome.status or {}
+    if status.get("libraries") != [] or status.get("calls"):
+        return ""
+    return f"; {NO_CALL} (the program imported neither: cafe records and replays the calls made through them)"
 
 
 class _Reported(CafeError):

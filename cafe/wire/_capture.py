@@ -14,10 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx2
-
 from cafe.wire._recorder import CollectedCall, exchange_line
-from cafe.wire._transport import Clock, ObservedTransport
+from cafe.wire._transport import Clock
 from cafe.wire._types import CallOutcome, WireObserver, WireRequest
 
 
@@ -65,23 +63,26 @@ class _LoggedCall(CollectedCall):
         self._log._keep({**exchange, "request_json": body, "response_json": answer})
 
 
-def sdk_http_client(observers: Sequence[WireObserver], *, transport: httpx2.BaseTransport | None = None,
-                    clock: Clock = time.monotonic_ns) -> httpx2.Client:
-    """The httpx2 client for an `openai.OpenAI`, every call through an `ObservedTransport`.
+def sdk_http_client(observers: Sequence[WireObserver], *, transport: Any = None,
+                    clock: Clock = time.monotonic_ns) -> Any:
+    """The HTTP client for an `openai.OpenAI`, of the library the installed SDK sends through
+    (httpx2 for openai 3.x, httpx for 1.x and 2.x), every call observed.
 
     Over the network (no `transport`): the SDK's own default client (its connection limits,
     redirects, and the environment's proxies), each of its transports observed. Over a
-    `transport` (a replay, a `MockTransport`): that transport only, and never a proxy the
-    environment names, so nothing reaches the network."""
+    `transport` (a source such as a `cafe.wire.WireReplay`, or a transport of that library
+    such as a `MockTransport`): that only, and never a proxy the environment names, so
+    nothing reaches the network."""
     import openai
 
+    from cafe.wire._libraries import TransportLibrary, library, library_of
+
+    name = library_of(openai.DefaultHttpxClient)
+    if name is None:  # pragma: no cover - an openai on a client library cafe does not cover
+        raise TypeError(f"openai {openai.__version__} sends through a client library cafe.wire does not cover")
+    covered: TransportLibrary = library(name)  # type: ignore[assignment]
     if transport is not None:
-        return httpx2.Client(transport=ObservedTransport(transport, observers, clock=clock), trust_env=False,
-                             follow_redirects=True, timeout=openai.DEFAULT_TIMEOUT)
+        return covered.answering_client(transport, observers, clock, openai.DEFAULT_TIMEOUT)
     client = openai.DefaultHttpxClient()
-    # httpx2 picks a mount (a proxy from the environment) or the default transport per
-    # request; each is observed, so a proxied call is recorded like a direct one.
-    client._transport = ObservedTransport(client._transport, observers, clock=clock)
-    client._mounts = {pattern: None if mounted is None else ObservedTransport(mounted, observers, clock=clock)
-                      for pattern, mounted in client._mounts.items()}
+    covered.observed_client(client, observers, clock)
     return client

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+import sys
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -117,23 +118,26 @@ class _Inflate:
 
 
 def _decoder(name: str) -> Any | None:
-    """A chunk-by-chunk decoder of one content coding: gzip and deflate here, any other the
-    `httpx2` installed undoes for its callers (`br` with brotli, `zstd` with zstandard)."""
+    """A chunk-by-chunk decoder of one content coding: gzip and deflate here, any other that
+    a covered client library the program imported undoes for its callers (`br` with brotli,
+    `zstd` with zstandard): a body such a library decoded for its caller is one cafe can read."""
     if name in _DECODED_ENCODINGS:
         return _Inflate(_DECODED_ENCODINGS[name])
     if name in ("", "identity"):
         return None
-    try:
-        from httpx2._decoders import SUPPORTED_DECODERS
-    except ImportError:  # pragma: no cover - an httpx2 without the table
-        return None
-    found = SUPPORTED_DECODERS.get(name)
-    return None if found is None else found()
+    for library in ("httpx2", "httpx"):  # cafe.wire._libraries.LIBRARIES
+        if library not in sys.modules:
+            continue
+        table = getattr(sys.modules.get(f"{library}._decoders"), "SUPPORTED_DECODERS", None)
+        found = table.get(name) if isinstance(table, dict) else None
+        if found is not None:
+            return found()
+    return None
 
 
 class BodyDecoder:
     """Undoes a body's `content-encoding` chunk by chunk (gzip and deflate, one or several,
-    and whatever else httpx2 undoes here), so a recording keeps text the scrubber and the
+    and whatever else httpx or httpx2 undoes here), so a recording keeps text the scrubber and the
     pages can read. A body in an encoding cafe cannot undo is kept as sent (`active` False)."""
 
     def __init__(self, encoding: str | None) -> None:

@@ -33,9 +33,7 @@ from cafe._files import reason
 from cafe.errors import CafeError, Unwritable
 
 if TYPE_CHECKING:
-    import httpx2
-
-    from cafe.wire._types import CallObserver, WireObserver, WireRequest
+    from cafe.wire._types import CallObserver, WireAnswer, WireObserver, WireRequest, WireSource
 
 HOOK_VARIABLE = "CAFE_WIRE_RUN"  # JSON: the plan the hook follows in the program's processes
 STATUS_FILE = "status.json"  # in the hook's directory: what happened, written at the owner's exit
@@ -173,7 +171,7 @@ def _fresh_owner(plan: Mapping[str, Any]) -> bool:
 def _own(plan: Mapping[str, Any], directory: Path) -> None:
     import atexit
 
-    from cafe.wire._intercept import WireLayer, install, uninstall
+    from cafe.wire._intercept import WireLayer, install, patched, uninstall
 
     owner = os.getpid()
     if plan["action"] == "record":
@@ -186,42 +184,45 @@ def _own(plan: Mapping[str, Any], directory: Path) -> None:
         def finish_recording() -> None:
             if os.getpid() != owner:  # a forked child's exit: the recording is its parent's
                 return
+            libraries = list(patched())  # the covered libraries the program imported
             uninstall(layer)
             try:
                 recorder.close()
             except BaseException as error:
-                _write_status(directory, error)
+                _write_status(directory, error, libraries)
                 return
-            _write_json(directory / STATUS_FILE, {"calls": recorder.calls})
+            _write_json(directory / STATUS_FILE, {"calls": recorder.calls, "libraries": libraries})
 
         atexit.register(finish_recording)
         return
-    from cafe.wire._replay import ReplayTransport
+    from cafe.wire._replay import WireReplay
 
-    source = ReplayTransport(plan["recording"], ignore=plan.get("ignore", ()),
-                             allow_truncated=bool(plan.get("allow_truncated")))
+    source = WireReplay(plan["recording"], ignore=plan.get("ignore", ()),
+                        allow_truncated=bool(plan.get("allow_truncated")))
     layer = install(WireLayer(source=_NotingSource(source, directory)))
 
     def check_replay() -> None:
         if os.getpid() != owner:
             return
+        libraries = list(patched())
         uninstall(layer)
         try:
             if source.failure is not None:
                 raise source.failure
             source.assert_exhausted()
         except BaseException as error:
-            _write_status(directory, error)
+            _write_status(directory, error, libraries)
             return
-        _write_json(directory / STATUS_FILE, {"calls": source.served})
+        _write_json(directory / STATUS_FILE, {"calls": source.served, "libraries": libraries})
 
     atexit.register(check_replay)
 
 
 def _refuse_calls(plan: Mapping[str, Any], directory: Path, *, reexecuted: bool = False) -> None:
-    """Refuse this process's every httpx2 request, from when it imports httpx2 (a process that
-    never does, a tool the program runs, pays nothing for it). `reexecuted`: this is the owner,
-    after an `exec` that came after recorded calls."""
+    """Refuse this process's every request through a covered library (httpx2, httpx), from
+    when it first imports one (a process that never does, a tool the program runs, pays
+    nothing for it). `reexecuted`: this is the owner, after an `exec` that came after
+    recorded calls."""
     source = _RefusingSource(str(plan["shown"]), plan["action"] == "replay" or bool(plan.get("replaying")),
                              directory, reexecuted)
 
@@ -230,21 +231,24 @@ def _refuse_calls(plan: Mapping[str, Any], directory: Path, *, reexecuted: bool 
 
         install(WireLayer(source=source))
 
-    if "httpx2" in sys.modules:
+    from cafe.wire._libraries import LIBRARIES
+
+    if any(name in sys.modules for name in LIBRARIES):
         refuse()
     else:
-        sys.meta_path.insert(0, _AfterImport("httpx2", refuse))
+        sys.meta_path.insert(0, _AfterImport(tuple(LIBRARIES), refuse))
 
 
 class _AfterImport:
-    """A meta path finder that runs `then` right after module `name` is first imported."""
+    """A meta path finder that runs `then` right after the first of modules `names` is first
+    imported (the registry it installs into then waits for the others itself)."""
 
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self._name = name
+    def __init__(self, names: tuple[str, ...], then: Callable[[], None]) -> None:
+        self._names = names
         self._then = then
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != self._name:
+        if name not in self._names:
             return None
         import importlib.util
 
@@ -284,44 +288,23 @@ class _NotingObserver:
 class _NotingSource:
     """The owner's replay, noting a forked child's refused request for the command."""
 
-    is_wire_source = True
-
-    def __init__(self, source: Any, directory: Path) -> None:
+    def __init__(self, source: WireSource, directory: Path) -> None:
         self._source = source
         self._directory = directory
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def answer(self, request: WireRequest) -> WireAnswer:
         from cafe.recording.errors import OtherProcessCall
 
         try:
-            response: httpx2.Response = self._source.handle_request(request)
+            return self._source.answer(request)
         except OtherProcessCall as refused:
             note_refusal(self._directory, refused)
             raise
-        return response
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        from cafe.recording.errors import OtherProcessCall
-
-        try:
-            response: httpx2.Response = await self._source.handle_async_request(request)
-        except OtherProcessCall as refused:
-            note_refusal(self._directory, refused)
-            raise
-        return response
-
-    def close(self) -> None:
-        self._source.close()
-
-    async def aclose(self) -> None:
-        await self._source.aclose()
 
 
 class _RefusingSource:
     """Answers nothing: in a process that does not own the run, every request is refused
     before it is sent, and the first refusal is noted for the command."""
-
-    is_wire_source = True
 
     def __init__(self, shown: str, replaying: bool, directory: Path, reexecuted: bool = False) -> None:
         self._shown = shown
@@ -341,17 +324,8 @@ class _RefusingSource:
         note_refusal(self._directory, refused)
         raise refused
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def answer(self, request: WireRequest) -> WireAnswer:
         self._refuse()
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        self._refuse()
-
-    def close(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _failure(error: BaseException) -> dict[str, Any]:
@@ -373,8 +347,8 @@ def _write_json(path: Path, value: Mapping[str, Any], *, exclusive: bool = False
     return True
 
 
-def _write_status(directory: Path, error: BaseException) -> None:
-    _write_json(directory / STATUS_FILE, _failure(error))
+def _write_status(directory: Path, error: BaseException, libraries: list[str]) -> None:
+    _write_json(directory / STATUS_FILE, {**_failure(error), "libraries": libraries})
 
 
 def note_refusal(directory: Path, error: BaseException) -> None:

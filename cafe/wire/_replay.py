@@ -1,4 +1,6 @@
-"""`ReplayTransport`: an httpx2 transport that answers from a wire recording, never the network."""
+"""`WireReplay`: the source that answers from a wire recording, never the network, whichever
+client library sent the request (each library's `ReplayTransport` is one, usable as that
+library's transport)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,11 @@ import json
 import os
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx2
 import orjson
 
 from cafe.apis import api_for, request_summary
@@ -38,13 +39,9 @@ from cafe.wire._multipart import described_bytes, parts_difference
 from cafe.wire._recorder import recorded_target
 from cafe.wire._scrub import multipart_of, scrubbed_body
 from cafe.wire._telemetry import telemetry_upload
-from cafe.wire._transport import _headers
+from cafe.wire._types import RecordedFailure, WireAnswer, WireRequest
 
 _ENCODED_REDACTED = quote(REDACTED)
-_FAILURES: dict[str, type[httpx2.TransportError]] = {
-    "timeout": httpx2.ReadTimeout, "connect_error": httpx2.ConnectError, "read_error": httpx2.ReadError,
-    "write_error": httpx2.WriteError, "protocol_error": httpx2.RemoteProtocolError,
-}
 
 
 def checked_ignore(path: Path, ignore: Sequence[str]) -> tuple[str, ...]:
@@ -125,30 +122,10 @@ def _unserved_between(positions: deque[int], served: list[bool], first: int, end
             yield position
 
 
-class _ReplayedStream(httpx2.SyncByteStream, httpx2.AsyncByteStream):
-    """The recorded chunks, one read each, byte for byte; read past a stream the recorded
-    caller closed early, it raises `StreamExhausted` rather than inventing an end."""
-
-    def __init__(self, chunks: list[bytes], closed_early: bool, path: Path, call: int) -> None:
-        self._chunks = chunks
-        self._closed_early = closed_early
-        self._path = path
-        self._call = call
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._chunks
-        if self._closed_early:
-            raise StreamExhausted(self._path, self._call, len(self._chunks))
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
-        if self._closed_early:
-            raise StreamExhausted(self._path, self._call, len(self._chunks))
-
-
-class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
-    """Serves a wire recording (format version 2) to any httpx2 client, sync or async.
+class WireReplay:
+    """Serves a wire recording (format version 2) to any client of any library the seam
+    covers, sync or async: a `WireSource` (`answer`), the same recording answering httpx and
+    httpx2 alike (the recording holds HTTP, not a library's objects).
 
     Strict and ordered: each request must be the next recorded one (method, path and query,
     and the whole JSON body, after scrubbing as the recorder scrubbed and without the
@@ -207,32 +184,19 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         return len(self._calls) - self.served
 
     def __repr__(self) -> str:
-        return f"ReplayTransport(path={str(self.path)!r}, recorded={len(self._calls)}, served={self.served})"
+        return f"{type(self).__name__}(path={str(self.path)!r}, recorded={len(self._calls)}, served={self.served})"
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        request.read()
-        upload = telemetry_upload(request.method, request.url.raw_path.decode("ascii", "replace"))
+    def answer(self, request: WireRequest) -> WireAnswer:
+        """The recorded answer to `request` (its body read), or the refusal raised. It never
+        awaits: concurrent tasks are matched one at a time."""
+        upload = telemetry_upload(request.method, request.target)
         if upload is not None:
             return upload.answer()
         return self._answer(self._take(request))
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        await request.aread()
-        # No await from here on: concurrent tasks are matched one at a time.
-        upload = telemetry_upload(request.method, request.url.raw_path.decode("ascii", "replace"))
-        if upload is not None:
-            return upload.answer()
-        return self._answer(self._take(request))
-
-    def close(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
     # Matching
 
-    def _take(self, request: httpx2.Request) -> RecordedCall:
+    def _take(self, request: WireRequest) -> RecordedCall:
         if _forks.forks != self._process:
             refused = OtherProcessCall(self.path, os.getpid(), replaying=True)
             self.failure = self.failure or refused  # this child's copy: raised again at its block's end
@@ -251,9 +215,9 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
                 self._next += 1
             return self._calls[position]
 
-    def _scrubber_for(self, request: httpx2.Request) -> Scrubber:
+    def _scrubber_for(self, request: WireRequest) -> Scrubber:
         """The scrubber the recorder used for this request: its own credentials as literals."""
-        secrets = tuple(s for s in credential_values(_headers(request.headers.raw)) if len(s) >= MIN_SECRET_CHARS)
+        secrets = tuple(s for s in credential_values(request.headers) if len(s) >= MIN_SECRET_CHARS)
         if not secrets:
             return self._scrubber
         known = self._scrubbers.get(secrets)
@@ -261,7 +225,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
             known = self._scrubbers[secrets] = self._scrubber.with_literals(secrets)
         return known
 
-    def _match(self, request: httpx2.Request) -> int:
+    def _match(self, request: WireRequest) -> int:
         """The position of the recorded call `request` is: the next unserved one, or else the
         first, in recorded order, of the unserved ones recorded in flight with it that it
         matches."""
@@ -415,19 +379,20 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
 
     # Answering
 
-    def _answer(self, recorded: RecordedCall) -> httpx2.Response:
+    def _answer(self, recorded: RecordedCall) -> WireAnswer:
         exchange = recorded.exchange or {}
         status = exchange.get("status")
         if status is None:
-            failure = _FAILURES.get(str(exchange.get("failure")), httpx2.TransportError)
-            raise failure(f"the recorded call {recorded.index} failed here ({exchange.get('failure')})")
-        headers = list((exchange.get("response_headers") or {}).items())
+            failure = str(exchange.get("failure"))
+            raise RecordedFailure(failure, f"the recorded call {recorded.index} failed here ({failure})")
+        headers = tuple((exchange.get("response_headers") or {}).items())
         stream = exchange.get("stream")
         if stream is not None:
-            chunks = [payload_bytes(chunk) for chunk in stream]
-            closed_early = exchange.get("outcome") == "closed_early"
-            return httpx2.Response(status, headers=headers,
-                                   stream=_ReplayedStream(chunks, closed_early, self.path, recorded.index))
+            chunks = tuple(payload_bytes(chunk) for chunk in stream)
+            # Read past a stream the recorded caller closed early, it raises rather than invent an end.
+            end = (StreamExhausted(self.path, recorded.index, len(chunks))
+                   if exchange.get("outcome") == "closed_early" else None)
+            return WireAnswer(status, headers, chunks=chunks, end_error=end)
         body = exchange.get("body")
         if body is not None:
             content = payload_bytes(body)
@@ -437,7 +402,7 @@ class ReplayTransport(httpx2.BaseTransport, httpx2.AsyncBaseTransport):
         else:
             held = encoded(recorded, "response")
             content = held if held is not None else (orjson.dumps(recorded.response) if recorded.response else b"")
-        return httpx2.Response(status, headers=headers, content=content)
+        return WireAnswer(status, headers, content=content)
 
     def assert_exhausted(self) -> None:
         """Raise `UnusedCalls` when recorded calls were never made."""
@@ -466,12 +431,12 @@ class _Incoming:
 
     __slots__ = ("_kept", "_scrubbed", "_scrubber", "_sorted", "body", "content_type", "method", "raw", "target")
 
-    def __init__(self, request: httpx2.Request, scrubber: Scrubber) -> None:
+    def __init__(self, request: WireRequest, scrubber: Scrubber) -> None:
         self.method = request.method
-        self.target = scrubber.scrub(recorded_target(request.url.raw_path.decode("ascii", "replace")))
-        self.raw, _ = request_body(request.content, request.headers.get("content-encoding"))
+        self.target = scrubber.scrub(recorded_target(request.target))
+        self.raw, _ = request_body(request.body, request.header("content-encoding"))
         self.body = json_object(self.raw)
-        self.content_type = request.headers.get("content-type")
+        self.content_type = request.header("content-type")
         self._scrubber = scrubber
         self._scrubbed: dict[str, Any] | None = None
         self._sorted: bytes | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx2
+from cafe.wire._types import WireAnswer
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,9 @@ class TelemetryUpload:
     content_type: str | None = None
     body: bytes = b""
 
-    def answer(self) -> httpx2.Response:
-        headers = [] if self.content_type is None else [("content-type", self.content_type)]
-        return httpx2.Response(self.status, headers=headers, content=self.body)
+    def answer(self) -> WireAnswer:
+        headers = () if self.content_type is None else (("content-type", self.content_type),)
+        return WireAnswer(self.status, headers, content=self.body)
 
 
 TELEMETRY_UPLOADS = (

@@ -2,7 +2,9 @@
 
 Observers never see an SDK object, only these values: the request as sent (method, target,
 headers, body bytes), the response head, each body chunk as the caller reads it, and one
-outcome. The stable contract is the wire format of the API, not the SDK's Python types.
+outcome. A source (a replay) is handed the same `WireRequest` and gives a `WireAnswer`. The
+stable contract is the wire format of the API, not the SDK's or the HTTP library's Python
+types: each client library's module (`cafe.wire._libraries`) turns its own into these.
 """
 
 from __future__ import annotations
@@ -111,8 +113,9 @@ class FailureKind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
     """How one call ended. `failure` and `error_type` are set only for `FAILED`:
-    `error_type` is the exception's qualified class name (`httpx2.ReadTimeout`), never its
-    message, which may quote a URL or a body."""
+    `error_type` is the exception's qualified class name as its library exports it
+    (`httpx2.ReadTimeout`, `httpx.ConnectError`), never its message, which may quote a URL or
+    a body."""
 
     kind: OutcomeKind
     at_ns: int
@@ -133,15 +136,23 @@ class CallOutcome:
 
 
 def _qualified(kind: type[BaseException]) -> str:
+    """`module.Class`, the module named as far as its public part: a class defined in a
+    private submodule is exported by the package above it (`httpx._exceptions.ReadTimeout`
+    is `httpx.ReadTimeout`)."""
     module = kind.__module__
-    if module.startswith("httpx2."):
-        module = "httpx2"
-    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+    if module == "builtins":
+        return kind.__qualname__
+    parts = module.split(".")
+    public = next((at for at, part in enumerate(parts) if part.startswith("_")), len(parts))
+    if public:
+        module = ".".join(parts[:public])
+    return f"{module}.{kind.__qualname__}"
 
 
 def failure_kind(error: BaseException) -> FailureKind:
-    """The kind of a transport failure, by the httpx2 exception class (no import of httpx2
-    is needed to tell: its classes are matched by name along the error's type's MRO)."""
+    """The kind of a transport failure, by the exception class of httpx or httpx2 (both name
+    them alike; no import of either is needed to tell: the classes are matched by name along
+    the error's type's MRO)."""
     names = {kind.__name__ for kind in type(error).__mro__}
     if "CancelledError" in names:
         return FailureKind.CANCELLED
@@ -187,3 +198,34 @@ class WireObserver(Protocol):
     a telemetry one, catches its own errors. `end` still reaches every observer that started."""
 
     def start(self, request: WireRequest) -> CallObserver | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WireAnswer:
+    """What a source gives in place of the network: the response head, and its body whole
+    (`content`) or as the chunks of a stream, each one read, then `end_error` raised when it
+    is set (a stream whose recorded caller left it early has no end to give)."""
+
+    status: int
+    headers: Headers = field(repr=False)
+    content: bytes = field(default=b"", repr=False)
+    chunks: tuple[bytes, ...] | None = field(default=None, repr=False)
+    end_error: BaseException | None = None
+
+
+class RecordedFailure(Exception):
+    """A source's answer that the call failed on the wire, of `failure` (a `FailureKind`
+    value): each client library raises its own exception of that kind in its place."""
+
+    def __init__(self, failure: str, message: str) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+@runtime_checkable
+class WireSource(Protocol):
+    """Answers requests in place of the network (a replay), whichever library sent them:
+    `answer` is handed the request (its `started_ns` is 0: a source keeps no time) and gives
+    the answer, or raises (a refusal, a `RecordedFailure`)."""
+
+    def answer(self, request: WireRequest) -> WireAnswer: ...

@@ -30,6 +30,7 @@ from cafe_otel._configure import TelemetryHandle
 from cafe_otel._metrics.listener import DURATION_BUCKETS
 from cafe_otel._wire import builder as builder_module
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
+from tests.wire.libraries import SDK_LIBRARY
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-instrumented-5b9e0c1d2f3a4b5c"
@@ -236,9 +237,10 @@ def test_a_timeout_is_its_own_error_type_with_a_qualified_exception_type(server:
         with pytest.raises(openai.APITimeoutError):
             client.chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
         (span,) = pipeline.finished()
-    assert _attrs(span)[sc.ERROR_TYPE] == "httpx2.ReadTimeout"
+    assert _attrs(span)[sc.ERROR_TYPE] == f"{SDK_LIBRARY}.ReadTimeout"  # the class its SDK's library exports
     (event,) = span.events
-    assert event.name == "exception" and dict(event.attributes or {}) == {sc.EXCEPTION_TYPE: "httpx2.ReadTimeout"}
+    assert event.name == "exception"
+    assert dict(event.attributes or {}) == {sc.EXCEPTION_TYPE: f"{SDK_LIBRARY}.ReadTimeout"}
 
 
 def test_no_customer_text_and_no_key_in_any_exported_byte(server: OpenAIServer) -> None:
@@ -435,7 +437,7 @@ def test_the_key_is_noted_on_the_calling_thread_before_the_call_returns(
 def test_the_process_exit_drains_the_builder_before_the_providers_shut_down(tmp_path: Path) -> None:
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent('''
-        import httpx2
+        import {library} as http
         from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
         from cafe_otel import configure, instrumentation
         from cafe_otel._wire import builder as builder_module
@@ -450,10 +452,10 @@ def test_the_process_exit_drains_the_builder_before_the_providers_shut_down(tmp_
         handle = configure(exporter=Printing(), environ={}, set_global=False, metrics=False)
         instrumentation.OpenAIWireInstrumentor().instrument(telemetry=handle)
         answer = {"id": "chatcmpl-1", "model": "gpt-test", "choices": [], "usage": None}
-        client = httpx2.Client(transport=httpx2.MockTransport(lambda request: httpx2.Response(200, json=answer)))
+        client = http.Client(transport=http.MockTransport(lambda request: http.Response(200, json=answer)))
         client.post("http://127.0.0.1:9/v1/chat/completions", json={"model": "gpt-test", "messages": []})
         print("returned", flush=True)
-    '''), encoding="utf-8")
+    ''').replace("{library}", SDK_LIBRARY), encoding="utf-8")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr[-2000:]

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx2
 import orjson
 import pytest
 
 from cafe_otel import semconv as sc
 from cafe_otel._wire import observer as wire_observer
 from tests.otel.test_instrumentation import Pipeline
+from tests.wire.libraries import SDK_HTTP as http
 
 URL = "http://127.0.0.1:9/v1/chat/completions"  # never dialled: the mock transport answers
 WORDS = 40
@@ -34,11 +34,11 @@ def _delta(index: int, text: str, finish: str | None = None) -> dict[str, Any]:
 def _stream(pieces: list[bytes], *, content: str = "NO_CONTENT") -> tuple[dict[str, Any], Any]:
     """The span's attributes and the metric exporter after `pieces` were read through the wire."""
 
-    def answer(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, content=iter(pieces), headers={"content-type": "text/event-stream"})
+    def answer(request: Any) -> Any:
+        return http.Response(200, content=iter(pieces), headers={"content-type": "text/event-stream"})
 
     body = {"model": "gpt-test", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    with Pipeline(capture_content=content) as pipeline, httpx2.Client(transport=httpx2.MockTransport(answer)) as client:
+    with Pipeline(capture_content=content) as pipeline, http.Client(transport=http.MockTransport(answer)) as client:
         with client.stream("POST", URL, json=body) as response:
             for _ in response.iter_raw():
                 pass

@@ -1,4 +1,5 @@
-"""A local OpenAI-compatible server for tests: `/v1/chat/completions` on 127.0.0.1.
+"""A local OpenAI-compatible server for tests: `/v1/chat/completions` on 127.0.0.1 (and at
+`/openai/v1/chat/completions`, where Groq's SDK sends it).
 
 It answers plain JSON, or server-sent events when the request says `"stream": true` (with a
 usage chunk when `stream_options.include_usage` is true), counts the requests it receives,
@@ -377,6 +378,8 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             server._note(Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            if self.path.startswith("/openai/v1/"):  # Groq's OpenAI-compatible routes: the same API
+                self.path = self.path[len("/openai"):]
             if self.path.startswith("/v1/traces/ingest"):  # the Agents SDK's traces: accepted, as the service does
                 self.send_response(204)
                 self.end_headers()

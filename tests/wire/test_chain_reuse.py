@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import gc
 import weakref
-
-import httpx2
+from types import ModuleType
+from typing import Any
 
 import cafe.wire as wire
 from tests.wire.test_observed import Probe
@@ -15,13 +15,13 @@ from tests.wire.test_observed import Probe
 URL = "http://127.0.0.1:9/v1/chat/completions"  # never dialled: the mock transport answers
 
 
-def _answer(request: httpx2.Request) -> httpx2.Response:
-    return httpx2.Response(200, json={"ok": True})
+def _answer(http: ModuleType) -> Any:
+    return http.MockTransport(lambda request: http.Response(200, json={"ok": True}))
 
 
-def test_layers_changed_between_two_requests_of_one_client_apply_to_the_next() -> None:
+def test_layers_changed_between_two_requests_of_one_client_apply_to_the_next(http: ModuleType) -> None:
     first, second = Probe(), Probe()
-    client = httpx2.Client(transport=httpx2.MockTransport(_answer))
+    client = http.Client(transport=_answer(http))
     with wire.intercept([first]):
         client.post(URL, json={})
         with wire.intercept([second]):
@@ -31,10 +31,10 @@ def test_layers_changed_between_two_requests_of_one_client_apply_to_the_next() -
     assert (len(first.calls), len(second.calls)) == (3, 1)
 
 
-def test_a_chain_does_not_keep_its_client_alive() -> None:
+def test_a_chain_does_not_keep_its_client_alive(http: ModuleType) -> None:
     probe = Probe()
     with wire.intercept([probe]):
-        client = httpx2.Client(transport=httpx2.MockTransport(_answer))
+        client = http.Client(transport=_answer(http))
         client.post(URL, json={})
         gone = weakref.ref(client)
         client.close()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -44,20 +45,20 @@ def test_a_python_not_under_cafe_imports_nothing_of_cafe_at_its_start(tmp_path: 
                           capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
     assert "site" in imported
-    assert not [name for name in imported if name.split(".")[0] in ("cafe", "httpx2")]
+    assert not [name for name in imported if name.split(".")[0] in ("cafe", "httpx", "httpx2")]
 
 
-def test_a_process_that_does_not_own_the_run_has_its_requests_refused_from_its_import_of_httpx2(
-        tmp_path: Path) -> None:
+def test_a_process_that_does_not_own_the_run_has_its_requests_refused_from_its_import_of_its_library(
+        tmp_path: Path, http: ModuleType) -> None:
     (tmp_path / OWNER_FILE).write_text("1", encoding="ascii")  # another process owns the run
     plan = {"action": "replay", "directory": str(tmp_path), "recording": str(tmp_path / "agent.jsonl"),
             "shown": "agent.jsonl"}
     program = (
         "import sys\n"
-        "print('before:', 'httpx2' in sys.modules)\n"
-        "import httpx2\n"
+        f"print('before:', {http.__name__!r} in sys.modules)\n"
+        f"import {http.__name__} as http\n"
         "try:\n"
-        "    httpx2.post(sys.argv[1], json={})\n"
+        "    http.post(sys.argv[1], json={})\n"
         "except Exception as error:\n"
         "    print('refused:', type(error).__name__)\n"
     )

@@ -1,4 +1,5 @@
-"""The observer seam: every call heard once, from its request to exactly one end."""
+"""The observer seam: every call heard once, from its request to exactly one end, whichever
+covered library sent it (the SDK's own, and each library installed, through `http`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import json
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
-import httpx2
 import openai
 import pytest
 
 import cafe.wire as wire
 from cafe.wire import CallOutcome, FailureKind, OutcomeKind, WireRequest, WireResponse
+from tests.wire.libraries import SDK_LIBRARY, transports
 from tests.wire.openai_server import OpenAIServer, answer_text
 
 KEY = "sk-test-observed-0123456789abcdef"
@@ -132,7 +135,7 @@ def test_a_transport_error_ends_the_call_as_failed_with_its_kind() -> None:
     assert heard.responses == []
     (end,) = heard.ends
     assert end.kind is OutcomeKind.FAILED and end.failure is FailureKind.CONNECT
-    assert end.error_type == "httpx2.ConnectError"
+    assert end.error_type == f"{SDK_LIBRARY}.ConnectError"
 
 
 def test_an_error_status_is_a_completed_call_with_its_status(server: OpenAIServer) -> None:
@@ -180,15 +183,15 @@ def test_an_async_stream_closed_early_ends_once(server: OpenAIServer) -> None:
     assert [e.kind for e in probe.calls[0].ends] == [OutcomeKind.CLOSED_EARLY]
 
 
-def test_clients_built_before_the_block_and_user_transports_are_covered() -> None:
+def test_clients_built_before_the_block_and_user_transports_are_covered(http: ModuleType) -> None:
     answered: list[str] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Any) -> Any:
         answered.append(request.url.path)
-        return httpx2.Response(200, json={"ok": True})
+        return http.Response(200, json={"ok": True})
 
-    before = httpx2.Client(transport=httpx2.MockTransport(handler))
-    mounted = httpx2.Client(mounts={"http://mounted.test": httpx2.MockTransport(handler)})
+    before = http.Client(transport=http.MockTransport(handler))
+    mounted = http.Client(mounts={"http://mounted.test": http.MockTransport(handler)})
     probe = Probe()
     with wire.intercept([probe]):
         before.get("http://mock.test/a")
@@ -199,9 +202,9 @@ def test_clients_built_before_the_block_and_user_transports_are_covered() -> Non
     assert all(h.chunks == [b'{"ok":true}'] for h in probe.calls)
 
 
-def test_layers_stack_and_install_is_idempotent() -> None:
+def test_layers_stack_and_install_is_idempotent(http: ModuleType) -> None:
     first, second = Probe(), Probe()
-    client = httpx2.Client(transport=httpx2.MockTransport(lambda r: httpx2.Response(204)))
+    client = http.Client(transport=http.MockTransport(lambda r: http.Response(204)))
     layer = wire.WireLayer((first,))
     wire.install(layer)
     wire.install(layer)
@@ -214,14 +217,15 @@ def test_layers_stack_and_install_is_idempotent() -> None:
         wire.uninstall(layer)
         wire.uninstall(layer)
     assert wire.installed() == ()
-    assert httpx2.Client._transport_for_url.__name__ == "_transport_for_url"
+    assert http.Client._transport_for_url.__name__ == "_transport_for_url"
+    assert http.AsyncClient._transport_for_url.__name__ == "_transport_for_url"
     assert (len(first.calls), len(second.calls)) == (2, 1)
 
 
-def test_an_explicit_observed_transport_keeps_its_observers_and_joins_installed_ones() -> None:
+def test_an_explicit_observed_transport_keeps_its_observers_and_joins_installed_ones(http: ModuleType) -> None:
     own, installed = Probe(), Probe()
-    transport = wire.ObservedTransport(httpx2.MockTransport(lambda r: httpx2.Response(204)), [own])
-    client = httpx2.Client(transport=transport)
+    transport = transports(http).ObservedTransport(http.MockTransport(lambda r: http.Response(204)), [own])
+    client = http.Client(transport=transport)
     client.get("http://mock.test/1")
     with wire.intercept([installed]):
         client.get("http://mock.test/2")
@@ -239,14 +243,14 @@ def test_a_request_repr_shows_no_credential_query_or_body(server: OpenAIServer) 
     assert KEY not in shown and "latte" not in shown and "authorization" in shown
 
 
-def test_an_observer_that_raises_fails_the_call_and_every_started_observer_hears_the_end() -> None:
+def test_an_observer_that_raises_fails_the_call_and_every_started_observer_hears_the_end(http: ModuleType) -> None:
     other = Probe()
 
     class Broken:
         def start(self, request: WireRequest) -> None:
             raise RuntimeError("cannot write")
 
-    client = httpx2.Client(transport=httpx2.MockTransport(lambda r: httpx2.Response(204)))
+    client = http.Client(transport=http.MockTransport(lambda r: http.Response(204)))
     with wire.intercept([other, Broken()]), pytest.raises(RuntimeError):
         client.get("http://mock.test/")
     assert [e.kind for e in other.calls[0].ends] == [OutcomeKind.FAILED]

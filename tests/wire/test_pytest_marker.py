@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_http import QuietHandler, serving
 from tests.wire.anthropic_server import AnthropicServer
 from tests.wire.openai_server import OpenAIServer
 
@@ -276,6 +277,7 @@ def _reported(output: str) -> dict[str, str]:
 
 def test_a_refusal_a_library_wraps_or_the_test_catches_is_the_line_pytest_reports(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("anthropic", reason="the Anthropic SDK (on httpx2) is not installed beside this openai")
     pytester.makepyfile(test_wrapping=WRAPPING_MODULE)
     monkeypatch.setenv("AGENT_KEY", KEY)
     monkeypatch.setenv("AGENT_MAX_TOKENS", "5")
@@ -334,3 +336,36 @@ def test_a_python_the_marked_test_starts_has_its_calls_refused_and_the_test_fail
                 if received.body] == ["from the parent"]
         assert "cafe: " in recorded.stdout.str() and "process" in recorded.stdout.str()
         assert recorded.ret != 0 and not recording.exists()
+
+
+NEITHER_MODULE = '''
+import os
+import urllib.request
+
+import pytest
+
+
+@pytest.mark.cafe_recording
+def test_by_hand():
+    with urllib.request.urlopen(os.environ["AGENT_BASE_URL"] + "/models", timeout=30) as answer:
+        answer.read()
+'''
+
+
+class _Answers(QuietHandler):
+    def do_GET(self) -> None:
+        self.answer(200, b"[]", "application/json")
+
+
+def test_a_marked_test_that_calls_through_neither_library_is_told_so_in_one_line(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_neither=NEITHER_MODULE)
+    with serving(_Answers) as port:
+        monkeypatch.setenv("AGENT_BASE_URL", f"http://127.0.0.1:{port}")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # a Python that imported neither
+    result.assert_outcomes(passed=1, errors=1)  # the test ran; the marker refuses to record nothing
+    reports = [line for line in result.stdout.lines if line.startswith("cafe: ")]
+    assert reports == [f"cafe: {pytester.path / 'recordings' / 'test_neither' / 'test_by_hand.jsonl'}: nothing to "
+                       "record: no call went through httpx or httpx2 (the test imported neither: cafe records the "
+                       "model calls made through them)"]
+    assert not (pytester.path / "recordings" / "test_neither" / "test_by_hand.jsonl").exists()

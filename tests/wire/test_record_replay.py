@@ -1,4 +1,5 @@
-"""Recording and replaying the wire through the official SDK, with the Python API."""
+"""Recording and replaying the wire through the official SDK, with the Python API, on the
+library the installed SDK sends through (httpx2 for openai 3.x, httpx for 1.x)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 
@@ -24,6 +24,7 @@ from cafe.recording.errors import (
     UnusedCalls,
 )
 from cafe.wire._hook import HOOK_VARIABLE
+from tests.wire.libraries import SDK_HTTP, SDK_TRANSPORTS
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-wire-0123456789abcdefghij"
@@ -169,13 +170,13 @@ def test_an_error_status_replays_as_recorded(server: OpenAIServer, tmp_path: Pat
 
 def test_transports_for_http_client(server: OpenAIServer, tmp_path: Path) -> None:
     path = tmp_path / "explicit.jsonl"
-    http_client = httpx2.Client(transport=wire.RecordingTransport(path))
+    http_client = SDK_HTTP.Client(transport=SDK_TRANSPORTS.RecordingTransport(path))
     client = openai.OpenAI(base_url=server.base_url, api_key=KEY, http_client=http_client, max_retries=0)
     live = client.chat.completions.create(model="m", messages=MESSAGES).choices[0].message.content
     client.close()
-    replaying = wire.ReplayTransport(path)
+    replaying = SDK_TRANSPORTS.ReplayTransport(path)
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key=KEY, max_retries=0,
-                           http_client=httpx2.Client(transport=replaying))
+                           http_client=SDK_HTTP.Client(transport=replaying))
     assert client.chat.completions.create(model="m", messages=MESSAGES).choices[0].message.content == live
     replaying.assert_exhausted()
 
@@ -353,7 +354,10 @@ try:
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "And one for me."}])
     print("answered")
 except Exception as error:
-    print("refused" if type(error).__name__ == "OtherProcessCall" else f"failed: {type(error).__name__}")
+    cause = error  # an SDK may wrap the refusal (openai 1.x: APIConnectionError from it)
+    while cause is not None and type(cause).__name__ != "OtherProcessCall":
+        cause = cause.__cause__ or cause.__context__
+    print("refused" if cause is not None else f"failed: {type(error).__name__}")
 """
 
 

@@ -1,4 +1,4 @@
-"""`ReplayTransport`'s matching of overlapping calls: a request is matched among the unserved
+"""`WireReplay`'s matching of overlapping calls: a request is matched among the unserved
 recorded calls that overlap the next one, by its body, with work in proportion to the
 number of calls whatever order they arrive in."""
 
@@ -22,7 +22,8 @@ from cafe.recording.diff import first_difference
 from cafe.recording.errors import ReplayError
 from cafe.recording.format import Header, RecordedCall, Recording, Timing
 from cafe.recording.normalise import normalise
-from cafe.wire._replay import ReplayTransport, _end_ns, body_key
+from cafe.wire._libraries._family import wire_request
+from cafe.wire._replay import WireReplay, _end_ns, body_key
 from tests.wire.openai_server import OpenAIServer
 
 KEY = "sk-test-replay-0123456789abcdefghij"
@@ -47,13 +48,13 @@ def _gather(base_url: str, orders: list[int]) -> list[str | None]:
 def _comparisons(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts every comparison of a request with a recorded call, the real one made."""
     made = [0]
-    compare = ReplayTransport._difference
+    compare = WireReplay._difference
 
-    def counted(self: ReplayTransport, *arguments: Any) -> Any:
+    def counted(self: WireReplay, *arguments: Any) -> Any:
         made[0] += 1
         return compare(self, *arguments)
 
-    monkeypatch.setattr(ReplayTransport, "_difference", counted)
+    monkeypatch.setattr(WireReplay, "_difference", counted)
     return made
 
 
@@ -81,7 +82,7 @@ def test_overlapping_calls_are_matched_in_any_order_with_work_in_proportion_to_t
 # The lookup by body serves exactly what comparing the request with every unserved call in the
 # window, in recorded order, serves: the same call to each request, the same refusal.
 
-def _reference_take(transport: ReplayTransport, served: list[bool], request: httpx2.Request) -> int:
+def _reference_take(transport: WireReplay, served: list[bool], sent: httpx2.Request) -> int:
     """The position the window semantics serve `request`, or -1 for a refusal."""
     from cafe.wire._replay import _Incoming
 
@@ -98,6 +99,7 @@ def _reference_take(transport: ReplayTransport, served: list[bool], request: htt
                 break
             if not served[position]:
                 window.append(position)
+    request = wire_request(sent, 0)
     incoming = _Incoming(request, transport._scrubber_for(request))
     return next((p for p in window if transport._difference(calls[p], incoming) is None), -1)
 
@@ -145,7 +147,7 @@ def test_the_lookup_serves_what_comparing_every_call_in_the_window_serves(seed: 
     if rng.random() < 0.3:
         sent.insert(rng.randrange(len(sent) + 1), ("POST", {"model": "m", "unrecorded": True}))
     ignore = ["run"] if rng.random() < 0.3 else []
-    transport = ReplayTransport(recording, ignore=ignore)
+    transport = wire.ReplayTransport(recording, ignore=ignore)
     served = [False] * len(recording.calls)
     for method, body in sent:
         request = httpx2.Request(method, "http://replay.invalid/v1/chat/completions", content=_content(body))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from cafe.recording import load_recording
+from cafe.recording.errors import UnusedCalls
 from tests.wire.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +89,13 @@ def ask(text):
     return reply.choices[0].message.content
 
 
+def ask_in_worker(text):
+    try:
+        return ask(text)
+    except Exception as error:  # an SDK's own error may not cross back from a worker (openai 1.x's do not unpickle)
+        raise RuntimeError(type(error).__name__) from None
+
+
 def square(number):
     return number * number
 
@@ -96,7 +104,7 @@ if __name__ == "__main__":
     print("first:", ask("A latte, please."))
     with multiprocessing.get_context(os.environ["POOL_METHOD"]).Pool(2) as pool:
         if os.environ.get("POOL_WORK") == "call":
-            print("workers:", pool.map(ask, ["One for worker 1.", "One for worker 2."]))
+            print("workers:", pool.map(ask_in_worker, ["One for worker 1.", "One for worker 2."]))
         else:
             print("workers:", pool.map(square, [1, 2, 3]))
     print("last:", ask("And a croissant."))
@@ -302,9 +310,9 @@ def test_a_python_that_cannot_import_cafe_is_stopped_before_it_runs(tmp_path: Pa
         assert _cafe(tmp_path, "record", str(recording), "--", sys.executable, str(agent),
                      AGENT_BASE_URL=server.base_url).returncode == 0
         before = server.count
-        # cafe on PYTHONPATH (its dependencies are not), then not even cafe: stopped by the hook;
-        # with -I, refused by the command, since this Python has no startup file of cafe's.
-        for pythonpath, flags in ((str(REPO), []), ("", []), ("", ["-I"])):
+        # Not even cafe: stopped by the hook; with -I, refused by the command, since this
+        # Python has no startup file of cafe's.
+        for pythonpath, flags in (("", []), ("", ["-I"])):
             environ = _environ(tmp_path, AGENT_BASE_URL=server.base_url, PYTHONPATH=pythonpath)
             stopped = subprocess.run([sys.executable, "-m", "cafe", "replay-run", str(recording), "--", python,
                                       *flags, str(agent)], env=environ, capture_output=True, text=True,
@@ -317,6 +325,12 @@ def test_a_python_that_cannot_import_cafe_is_stopped_before_it_runs(tmp_path: Pa
             else:
                 assert line.startswith(f"cafe: error: the program's Python ({python}) cannot import ")
                 assert line.endswith(": run the program with the Python cafe is installed in")
+        # cafe on PYTHONPATH, and no HTTP library: the hook needs none, so the program runs (and
+        # fails on its own import of openai, its recorded calls never made).
+        environ = _environ(tmp_path, AGENT_BASE_URL=server.base_url, PYTHONPATH=str(REPO))
+        ran = subprocess.run([sys.executable, "-m", "cafe", "replay-run", str(recording), "--", python, str(agent)],
+                             env=environ, capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+        assert ran.returncode == UnusedCalls.exit_code and ran.stdout == "ran\n", ran.stderr
         assert server.count == before
 
 
@@ -535,3 +549,44 @@ def test_a_program_that_execs_after_recording_calls_has_its_later_calls_refused(
         f"(make them before the exec, or after it only); nothing recorded at {recording}; its calls are kept in "
         f"{tmp_path / 'agent.jsonl.partial'}")
     assert _calls(tmp_path / "agent.jsonl.partial") == [1]
+
+
+# Asks the server through the standard library only: neither httpx nor httpx2 is imported.
+NEITHER = '''
+import json
+import os
+import sys
+import urllib.request
+
+request = urllib.request.Request(os.environ["AGENT_BASE_URL"] + "/chat/completions", method="POST",
+                                 data=json.dumps({"model": "m", "messages": []}).encode(),
+                                 headers={"content-type": "application/json"})
+with urllib.request.urlopen(request, timeout=30) as answer:
+    print("answered:", answer.status)
+print("imported:", sorted(name for name in ("httpx", "httpx2") if name in sys.modules))
+'''
+
+
+def test_a_program_that_uses_neither_library_is_told_so_in_one_line(tmp_path: Path) -> None:
+    agent, recording, neither = tmp_path / "agent.py", tmp_path / "agent.jsonl", tmp_path / "neither.py"
+    agent.write_text(AGENT)
+    neither.write_text(NEITHER)
+    note = ("no call went through httpx or httpx2 (the program imported neither: cafe records and replays the "
+            "calls made through them)")
+    with OpenAIServer.running() as server:
+        empty = tmp_path / "empty.jsonl"
+        made = _cafe(tmp_path, "record", str(empty), "--", sys.executable, str(neither),
+                     AGENT_BASE_URL=server.base_url)
+        assert made.returncode == 0 and made.stdout == "answered: 200\nimported: []\n", made.stderr
+        assert made.stderr.splitlines() == [f"cafe: recorded 0 call(s) to {empty}; {note}"]
+        replayed = _cafe(tmp_path, "replay-run", str(empty), "--", sys.executable, str(neither),
+                         AGENT_BASE_URL=server.base_url)
+        assert replayed.stderr.splitlines() == [f"cafe: replayed 0 call(s) from {empty}: every recorded call used; "
+                                                f"{note}"]
+        assert _cafe(tmp_path, "record", str(recording), "--", sys.executable, str(agent),
+                     AGENT_BASE_URL=server.base_url).returncode == 0
+        unused = _cafe(tmp_path, "replay-run", str(recording), "--", sys.executable, str(neither),
+                       AGENT_BASE_URL=server.base_url)
+    assert unused.returncode == UnusedCalls.exit_code
+    [line] = unused.stderr.splitlines()
+    assert line.startswith(f"cafe: error: {recording}: 2 recorded call(s) were never made") and line.endswith(note)

@@ -8,7 +8,7 @@ echo request content or parts of the key.
 
 The SDK's HTTP client goes through `cafe.wire`'s observed transport, the seam every agent's
 calls take: `wire_log` is where a café recording takes each call's HTTP exchange from,
-`observers` (telemetry) hear every call, and `transport` (a `cafe.wire.ReplayTransport`)
+`observers` (telemetry) hear every call, and `transport` (a `cafe.wire.WireReplay`)
 answers in place of the network.
 
 The SDK is imported when a live client is made, not with this module: it is most of what

@@ -1,5 +1,5 @@
 """Replaying a café shift recorded live through the wire: the live client, built as the
-shift would build it now, its SDK calls answered by a `ReplayTransport` from the recording.
+shift would build it now, its SDK calls answered by a `WireReplay` from the recording.
 
 The whole JSON body is compared, not only the four arguments of `chat`: a changed model or
 base path (`CAFE_MODEL`, `CAFE_BASE_URL`), or anything else the client adds to the body,
@@ -17,7 +17,7 @@ from cafe.counter.clients.settings import API_KEY_VARIABLES, BASE_URL_VARIABLES,
 from cafe.errors import CafeError
 from cafe.privacy import Scrubber
 from cafe.recording.format import Recording
-from cafe.wire._replay import ReplayTransport
+from cafe.wire._replay import WireReplay
 
 # Where the replaying client "sends": the name can never resolve (RFC 6761), and the
 # transport answers before any lookup would be made.
@@ -56,7 +56,7 @@ class WireReplayClient:
     def __init__(self, recording: Recording, *, ignore: Sequence[str] = (), scrubber: Scrubber | None = None,
                  environ: Mapping[str, str] | None = None) -> None:
         self.recording = recording
-        self.source = ReplayTransport(recording, ignore=ignore, scrubber=scrubber)
+        self.source = WireReplay(recording, ignore=ignore, scrubber=scrubber)
         self._live = LiveClient(replay_settings(recording, environ or {}), max_retries=0, transport=self.source)
         self.model = recording.model or "unknown"
         self.provider = recording.header.provider or "unknown"
