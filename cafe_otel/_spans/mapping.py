@@ -31,7 +31,7 @@ from cafe.trace import (
 from cafe_otel import agent
 from cafe_otel import semconv as sc
 from cafe_otel._spans import content
-from cafe_otel._wire.attributes import content_attributes, openai_api_type, response_attributes
+from cafe_otel._wire.attributes import carries_content, content_attributes, openai_api_type, response_attributes
 
 Attributes = dict[str, Any]
 
@@ -187,8 +187,10 @@ def chat_content(
 def generation_content(event: GenerationEnded) -> Attributes:
     r = event.request
     if r.reading is not None:  # read by its API's reading: its content is the reading's
-        said = r.reading.content
-        return content_attributes(said, r.reading.response) if said is not None else {}
+        said, asked = r.reading.content, r.reading.request
+        if said is None or asked is None or not carries_content(asked):
+            return {}  # the 1.41.1 embeddings span defines no content attributes
+        return content_attributes(said, r.reading.response)
     return chat_content(r.messages, event.result.response if event.result else None, r.tools)
 
 

@@ -101,3 +101,19 @@ def test_cafe_export_of_a_responses_recording_writes_its_calls(responses_recordi
     assert sum(line.startswith("span 'chat gpt-4.1'") for line in lines) == 2
     for response in (call.response for call in load_recording(responses_recording).calls):
         assert f"gen_ai.usage.input_tokens = {response['usage']['input_tokens']}" in lines
+
+
+def test_an_embeddings_recording_exports_its_call_without_content_even_when_asked(tmp_path: Path) -> None:
+    from tests.wire.openai_server import EMBEDDING_DIMENSIONS, OpenAIServer
+
+    path = tmp_path / "embed.jsonl"
+    with OpenAIServer.running() as server, wire.record(path):
+        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
+        client.embeddings.create(model="text-embedding-3-small", input=["a latte", "oat milk"])
+    (call,) = [span for span in _exported(path, capture=True) if not span.name.startswith("invoke_agent")]
+    attributes = dict(call.attributes or {})
+    assert call.name == "embeddings text-embedding-3-small"
+    assert attributes[sc.GEN_AI_OPERATION_NAME] == "embeddings"
+    assert attributes[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] == EMBEDDING_DIMENSIONS
+    assert not any(key in attributes for key in sc.CONTENT_ATTRIBUTES)  # 1.41.1 defines none there
+    assert span_violations(attributes) == []
