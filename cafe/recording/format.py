@@ -208,6 +208,57 @@ def reference_digest(members: dict[str, Any], chain: bytes) -> str:
     return hashlib.sha256(canonical(members) + chain).hexdigest()
 
 
+class Link:
+    """One item of a growing array, as the digests of references read it: the digest of the
+    array up to it (`format.chained`), how many items that is, and the link before it. A
+    request's array is its last link; a later request that keeps its first n items extends
+    the link of the n-th, so the arrays of a whole conversation share their links."""
+
+    __slots__ = ("digest", "length", "previous")
+
+    def __init__(self, digest: bytes, length: int, previous: Link | None) -> None:
+        self.digest, self.length, self.previous = digest, length, previous
+
+    @classmethod
+    def of(cls, items: list[Any]) -> Link:
+        return Link(EMPTY_CHAIN, 0, None).extended(items)
+
+    def extended(self, items: list[Any]) -> Link:
+        link = self
+        for item in items:
+            link = Link(chained(link.digest, item), link.length + 1, link)
+        return link
+
+    def at(self, count: int) -> Link:
+        """The link of the array's first `count` items (at most `length`): walked back from
+        the end, so keeping the whole array costs nothing, and dropping n items n steps."""
+        link = self
+        while link.length > count and link.previous is not None:
+            link = link.previous
+        return link
+
+
+class SharedRequest:
+    """What a reference to a call is checked against: the name of its request's growing
+    array, its other members (whole: those it holds, and those it took from the call it
+    extends), and the last link of its array."""
+
+    __slots__ = ("array", "link", "members")
+
+    def __init__(self, array: str, members: dict[str, Any], link: Link) -> None:
+        self.array, self.members, self.link = array, members, link
+
+    @property
+    def length(self) -> int:
+        return self.link.length
+
+    def link_at(self, count: int) -> Link:
+        return self.link.at(count)
+
+    def chain_at(self, count: int) -> bytes:
+        return self.link.at(count).digest
+
+
 def encoded(call: RecordedCall, name: str) -> bytes | None:
     """The bytes of a call's `request` or `response` while nothing has read it yet (None once
     it is decoded: from then on the dict, which its reader may have changed, is the value; and
@@ -230,8 +281,9 @@ def own_request(call: RecordedCall) -> dict[str, Any]:
     return document
 
 
-def _whole_request(call: RecordedCall) -> dict[str, Any]:
-    """The request of a call that refers to an earlier one's, made whole as a new document:
+def whole_request(call: RecordedCall) -> dict[str, Any]:
+    """The request of a call, made whole as a new document (one that refers to an earlier
+    call's request is not kept whole: `RecordedCall.request` keeps what this makes):
     the earlier calls' parts it takes, back to one held whole, each decoded once (so the work
     is the size of the request, whatever the number of calls between)."""
     pieces: list[list[Any]] = []  # the array items each call of the chain adds, last call first
@@ -267,7 +319,7 @@ def _whole_request(call: RecordedCall) -> dict[str, Any]:
 
 class _Request(_Document):
     """`RecordedCall.request`: the `_Document` of a call held whole; for a call that refers to
-    an earlier one's request, that request made whole on first read (`_whole_request`) and kept."""
+    an earlier one's request, that request made whole on first read (`whole_request`) and kept."""
 
     def __get__(self, call: object, owner: type) -> Any:
         if call is None:
@@ -276,7 +328,7 @@ class _Request(_Document):
             return super().__get__(call, owner)
         made = call.__dict__.get("_whole")
         if made is None:
-            made = call.__dict__["_whole"] = _whole_request(call)  # type: ignore[arg-type]
+            made = call.__dict__["_whole"] = whole_request(call)  # type: ignore[arg-type]
         return made
 
 
