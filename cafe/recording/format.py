@@ -12,8 +12,9 @@ The end line is written when the shift finishes; a recording without one is a sh
 did not finish (its calls still replay). Files of the seed's plain form, where every line
 is `{"request": ..., "response": ...}` and there is no header, load as version 0.
 
-Every field, the error names and exit codes, and the privacy rules are documented in
-docs/recording-format.md.
+A version 4 call line may also hold `"extends": {...}` (a `Reference`) and only what is new in
+its request (versions 4 to 6, below). Every field, the error names and exit codes, and the
+privacy rules are documented in docs/recording-format.md.
 """
 
 from __future__ import annotations
