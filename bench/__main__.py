@@ -30,6 +30,7 @@ BENCHMARKS: dict[int, tuple[str, str, bool]] = {
     9: ("the peers: OpenAI instrumentations side by side", "peers", False),
     10: ("a model call's cost at any length of shift", "shift_cost", True),
     11: ("the wire: replay through the openai SDK, and what the transport adds", "wire_replay", True),
+    12: ("what the pytest plugins cost a test that does not use them", "plugin_cost", True),
 }
 NAMES = {number: name for number, (name, _, _) in BENCHMARKS.items()}
 

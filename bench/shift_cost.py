@@ -11,9 +11,11 @@ over fewer calls, so a flat cost shows as a ratio at or under 1.
 Memory is measured apart (tracemalloc slows everything it watches): the peak of one shift
 of each size, and what its tracer still holds after it, per turn.
 
-Recorded, for reference: the same shift through `record_shift`. A recording's line holds the
-whole request by format, so a call's line, and writing it, grow with the conversation:
-O(n) bytes a call by contract, shown here with the bytes written per call.
+Recorded: the same shift through `record_shift`, and replayed from that recording through
+`replay_shift`, with the bytes written per call. A call line holds what is new in its
+request (format version 4: the rest by reference to the call before), so writing, reading
+and replaying a call cost the same at any length of shift; the growth figures, 1,000 turns
+against 10, are medians of paired ratios.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from bench.stats import interleaved
 from bench.table import Figure
-from cafe.counter import record_shift
+from cafe.counter import record_shift, replay_shift
 from cafe.counter.clients.scripted import ScriptedClient
 from cafe.counter.consent import make_responder
 from cafe.counter.loop import run_shift
@@ -71,16 +73,25 @@ def _memory_per_turn(turns: int) -> tuple[float, float]:
     return (peak - before) / turns, (held - before) / turns
 
 
-def _recorded(workdir: Path, turns: int) -> tuple[float, float]:
-    """(CPU seconds, bytes written) per call of one recorded shift."""
+def _recorded(workdir: Path, turns: int) -> tuple[float, float, float]:
+    """(CPU seconds to record, bytes written, CPU seconds to replay) per call of one shift."""
     path = workdir / f"shift-{turns}.jsonl"
-    start = time.process_time()
-    run, _ = record_shift(ScriptedClient(), _script(turns), path, responder=make_responder([]),
-                          max_turns=turns)
-    seconds = time.process_time() - start
-    size = path.stat().st_size
+    shifts = max(1, CALLS_PER_SAMPLE // 10 // turns)
+    recorded = replayed = 0.0
+    calls = 0
+    for _ in range(shifts):
+        path.unlink(missing_ok=True)
+        start = time.process_time()
+        run, _ = record_shift(ScriptedClient(), _script(turns), path, responder=make_responder([]),
+                              max_turns=turns)
+        recorded += time.process_time() - start
+        start = time.process_time()
+        replay_shift(path)
+        replayed += time.process_time() - start
+        calls += run.model_calls
+    size = path.stat().st_size * shifts
     path.unlink()
-    return seconds / run.model_calls, size / run.model_calls
+    return recorded / calls, size / calls, replayed / calls
 
 
 def run(workdir: Path, smoke: bool = False, repeats: int | None = None) -> list[Figure]:
@@ -109,11 +120,24 @@ def run(workdir: Path, smoke: bool = False, repeats: int | None = None) -> list[
                           held_growth <= 1.2,
                           f"tracemalloc, KiB a turn peak/held after the shift: {shown}"))
 
-    for n in sizes[:2] if smoke else sizes:
-        samples = [_recorded(workdir, n) for _ in range(1 if smoke or n == top else 3)]
-        seconds = sorted(sample[0] for sample in samples)[len(samples) // 2]
-        size = samples[0][1]
-        figures.append(Figure(10, f"recorded shift per call, {n:,} turns", seconds * 1e6, "µs", "",
-                              note=f"record_shift, median of {len(samples)} shift(s); {size / 1024:,.1f} KiB "
-                                   "written a call (a line holds the whole request: O(n) a call by format)"))
+    shown_sizes = sizes[:2] if smoke else sizes
+    samples: dict[int, list[tuple[float, float, float]]] = {n: [] for n in shown_sizes}
+    for repeat in range(1 if smoke else 5):  # the sizes in turn, the order rotating
+        order = shown_sizes[repeat % len(shown_sizes):] + shown_sizes[:repeat % len(shown_sizes)]
+        for n in order:
+            samples[n].append(_recorded(workdir, n))
+    for n in shown_sizes:
+        record_us = sorted(sample[0] for sample in samples[n])[len(samples[n]) // 2] * 1e6
+        replay_us = sorted(sample[2] for sample in samples[n])[len(samples[n]) // 2] * 1e6
+        figures.append(Figure(10, f"recorded shift per call, {n:,} turns", record_us, "µs", "",
+                              note=f"record_shift, median of {len(samples[n])}; {samples[n][0][1] / 1024:,.2f} KiB "
+                                   f"written a call; its replay_shift {replay_us:,.0f} µs a call"))
+    top_shown = shown_sizes[-1]
+    for what, at in (("recorded", 0), ("replayed", 2)):
+        ratios = sorted(high[at] / low[at] for high, low in zip(samples[top_shown], samples[bottom], strict=True))
+        growth = ratios[len(ratios) // 2]
+        figures.append(Figure(10, f"{what} shift per call, {top_shown:,} vs {bottom} turns", growth, "x", "<= 1.5",
+                              growth <= 1.5, f"median of {len(ratios)} paired ratios, range "
+                                             f"{ratios[0]:.2f}-{ratios[-1]:.2f}; bytes a call "
+                                             f"{samples[top_shown][0][1] / samples[bottom][0][1]:.2f}x"))
     return figures

@@ -42,13 +42,15 @@ by the marker.
 
 pytest imports this module in every session on a machine where cafe is installed, used or
 not, so it imports nothing of the harness at module level: the recording machinery is
-loaded only when a marked test runs.
+loaded only when a marked test runs. Nor does a test that neither is marked nor asks for a
+recording fixture pay anything per test: the plugin has no autouse fixture and no per-test
+hook; at collection it gives its fixture and its wrapper of the test body to the tests that
+use them (`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -63,8 +65,8 @@ from cafe._pytest.failures import (
     report,
     through_cafe,
 )
+from cafe._pytest.options import MARKER, checked_settings, claim, record_mode, recording_fixtures, recording_path
 from cafe._pytest.options import RECORD_MODES as RECORD_MODES
-from cafe._pytest.options import checked_settings, claim, record_mode, recording_fixtures, recording_path
 from cafe._pytest.options import recording_name as recording_name
 
 MARKER_HELP = ("cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_hosts=()): where this "
@@ -118,11 +120,46 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
 
 
-@pytest.fixture(autouse=True)
+WIRE_FIXTURE = "_cafe_wire_recording"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give the plugin's work to the tests that use it, and to no other: a test marked
+    `cafe_recording` that asks for no recording fixture gets the wire recording's fixture,
+    and it and a test that asks for a recording fixture get the call wrapper. Every other
+    test of the session runs as if the plugin were not installed (no fixture, no wrapper)."""
+    fixtures = recording_fixtures(config)
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if names is None:  # not a test function (a doctest, another plugin's item): never marked here
+            continue
+        uses_fixture = not fixtures.isdisjoint(names)
+        if not uses_fixture:
+            if item.get_closest_marker(MARKER) is None:
+                continue
+            _add_wire_fixture(item, names)
+        _wrap_call(item, uses_fixture)
+
+
+def _add_wire_fixture(item: pytest.Item, names: list[str]) -> None:
+    """Add the wire recording's fixture to `item` where an autouse fixture of the plugin would
+    stand: after the fixtures of wider scope (a server the test shares with others is up before
+    the replay refuses the network), before the test's own function-scoped ones (they run under
+    the recording or the replay). The list is the item's own: the items of one parametrized
+    function share theirs."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    position = next((index for index, name in enumerate(names)
+                     if not definitions.get(name) or definitions[name][-1].scope == "function"), len(names))
+    item.fixturenames = [*names[:position], WIRE_FIXTURE, *names[position:]]  # type: ignore[attr-defined]
+
+
+@pytest.fixture(name=WIRE_FIXTURE)
 def _cafe_wire_recording(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test marked `cafe_recording` that builds its own model clients (it asks for no
-    fixture that records it): its calls on the wire are recorded, then replayed (cafe.wire)."""
-    marker = request.node.get_closest_marker("cafe_recording")
+    fixture that records it): its calls on the wire are recorded, then replayed (cafe.wire).
+    Added to such a test at collection (`pytest_collection_modifyitems`)."""
+    marker = request.node.get_closest_marker(MARKER)
     if marker is None or not recording_fixtures(request.config).isdisjoint(request.fixturenames):
         yield
         return
@@ -133,24 +170,35 @@ def _cafe_wire_recording(request: pytest.FixtureRequest) -> Iterator[None]:
     yield from marked_test(request, path, record_mode(request.config), dict(marker.kwargs))
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+def _wrap_call(item: pytest.Item, uses_fixture: bool) -> None:
+    """Wrap the test body of an item that records or replays (`_checked_call`): its own
+    `runtest`, so that no other test pays for a hook."""
+    body = item.runtest
+
+    def runtest() -> None:
+        _checked_call(item, body, uses_fixture)
+
+    item.runtest = runtest  # type: ignore[method-assign]
+
+
+def _checked_call(item: pytest.Item, body: Callable[[], None], uses_fixture: bool) -> None:
+    """The body of a test that records or replays. It passed: a recording of it may be kept.
+    It replays: a refusal of the replay is its one-line failure, and every recorded call must
+    have been made. An error through cafe's code is one line."""
     replay = item.stash.get(REPLAY, None)
     if replay is None:
-        # Not a replaying test (most, in a session that does not use cafe): nothing to check
-        # but whether the body passed, which a recording needs to be kept.
-        if recording_fixtures(item.config).isdisjoint(getattr(item, "fixturenames", ())):
-            result = yield
+        if uses_fixture:
+            one_line_through_cafe(body, "recording")
         else:
-            result = yield from one_line_through_cafe("recording")
+            body()
         item.stash[CALL_PASSED] = True
-        return result
+        return
     from cafe.recording.errors import ReplayError
 
     failure: ReplayError | None = None
     through = None
     try:
-        result = yield
+        body()
     except (KeyboardInterrupt, pytest.exit.Exception):
         raise
     except BaseException as error:
@@ -176,4 +224,3 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if failure is not None:
         raise one_line_failure(f"cafe: {failure}{report(item, replay, failure)}") from None
     item.stash[CALL_PASSED] = True
-    return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -124,21 +124,21 @@ def kept_refusal(item: pytest.Item, replay: Any) -> ReplayError | None:
     return refused
 
 
-def one_line_through_cafe(while_: str) -> Generator[None, Any, Any]:
-    """The test body (the wrapper's `yield`), its failure one line when it came through cafe's
-    code: pytest renders each frame's source and, with --showlocals, its locals, and cafe's
-    frames hold the recorded conversation. A cafe error the failure was raised from or during
-    is the line."""
+def one_line_through_cafe(body: Callable[[], None], while_: str) -> None:
+    """Run the test body, its failure one line when it came through cafe's code: pytest
+    renders each frame's source and, with --showlocals, its locals, and cafe's frames hold
+    the recorded conversation. A cafe error the failure was raised from or during is the line."""
     from cafe.errors import CafeError
 
     failure = None
     try:
-        return (yield)
+        body()
     except Exception as error:  # pytest's outcomes (skip, xfail, fail) are BaseExceptions: not caught
         if not through_cafe(error):
             raise
         failure = one_line(first_in_chain(error, CafeError) or error, while_)
-    raise one_line_failure(failure) from None
+    if failure is not None:
+        raise one_line_failure(failure) from None
 
 
 def report(item: pytest.Item, replay: Replay, failure: ReplayError) -> str:

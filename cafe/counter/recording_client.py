@@ -1,9 +1,10 @@
 """`RecordingClient`: the café's chat client that records each call of a shift, through the
-product's `RecordingWriter` (a version 2 line with its HTTP exchange when the client is on the
-wire, else version 1)."""
+product's `RecordingWriter` (a version 5 line with its HTTP exchange when the client is on the
+wire, else version 4)."""
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -11,11 +12,10 @@ from typing import Any
 
 from cafe.counter.clients.base import ChatClient, Message, Response, build_request, secrets_of
 from cafe.counter.clients.wrapper import WrappedClient
-from cafe.jsondata import json_document
+from cafe.jsondata import json_document, same_json
 from cafe.privacy import MIN_SECRET_CHARS, Scrubber
-from cafe.recording import format as _format
 from cafe.recording.errors import RecordingError
-from cafe.recording.format import FORMAT_VERSION, Ending, Header, Timing
+from cafe.recording.format import SHARED_VERSION, SHARED_WIRE_VERSION, Ending, Header, Timing
 from cafe.recording.modes import RecordMode
 from cafe.recording.writer import RecordingWriter, _harness_version, _iso
 from cafe.trace.clock import NanoClock, Timeline
@@ -26,9 +26,15 @@ class RecordingClient(WrappedClient):
     its own: it records whatever it was handed.
 
     A client on the wire (the live client: it has a `wire_log`, `cafe.wire`) makes a
-    version 2 recording: each line also holds the HTTP exchange of its call, the JSON
+    version 5 recording: each line also holds the HTTP exchange of its call, the JSON
     bodies as sent and answered included, so the recording replays through the wire too.
-    Any other client's recording is version 1.
+    Any other client's recording is version 4.
+
+    A call whose conversation is the one the call before sent, grown at its end (as a
+    shift's is), is recorded by what is new in it: its new messages and the arguments that
+    changed, the line referring to the call before for the rest (a version 4 or 5
+    `extends`). So a call takes of the file, and costs to write, what is new in it, at any
+    length of shift. Any other conversation is recorded whole.
 
     Call starts are readings of one `Timeline` (an origin plus a monotonic clock). With
     `follows_tracer`, the timeline is the tracer's clock and a call's start is the reading
@@ -70,7 +76,7 @@ class RecordingClient(WrappedClient):
         settings = dict(shift_settings or {})
         self._wire_log: Any = getattr(client, "wire_log", None)
         header = Header(
-            version=FORMAT_VERSION if self._wire_log is None else _format.WIRE_VERSION,
+            version=SHARED_VERSION if self._wire_log is None else SHARED_WIRE_VERSION,
             harness=harness or _harness_version(),
             model=client.model,
             provider=client.provider,
@@ -87,6 +93,9 @@ class RecordingClient(WrappedClient):
         self.writer = RecordingWriter(path, header, mode=mode, scrubber=scrubber, durable=durable)
         if self._wire_log is not None:
             self._wire_log.armed = True
+        # The messages the last call was sent (the objects, not copies), the number of the
+        # call line it was written in, and its other arguments as recorded.
+        self._sent: tuple[list[Message], int, dict[str, Any]] | None = None
 
     @property
     def path(self) -> Path:
@@ -121,15 +130,47 @@ class RecordingClient(WrappedClient):
         start = self.timeline.latest if self._follows_tracer else self.timeline()
         # The request is serialised before the call: the loop mutates `messages` afterwards.
         # (Refused before the call when JSON cannot write it: it could not be recorded.)
-        request = json_document(build_request(messages, tools, temperature, tool_choice))
+        number = self.writer.calls + 1
+        kept, arguments = self._kept_of(messages, number)
+        request = build_request(messages[kept:] if kept else messages, tools, temperature, tool_choice)
+        request = json_document({key: value for key, value in request.items()
+                                 if not (kept and key != "messages" and key in arguments
+                                         and same_json(value, arguments[key]))})
         if self._wire_log is not None:
             self._wire_log.take()  # what an earlier, failed call left
         response = self.inner.chat(messages, tools, temperature, tool_choice)
         end = self.timeline()
         start_ns = self.timeline.unix_nano(start)
         timing = Timing(start_ns, max(self.timeline.unix_nano(end) - start_ns, 0))
-        self.writer.write_call(request, response, timing, exchange=self._exchange())
+        self.writer.write_call(request, response, timing, exchange=self._exchange(),
+                               extends=("messages", kept) if kept else None)
+        if type(messages) is list:
+            sent = self._sent[0] if kept and self._sent is not None else []
+            sent.extend(messages[kept:])
+            self._sent = (sent, number, {**arguments, **{key: value for key, value in request.items()
+                                                         if key != "messages"}})
+        else:
+            self._sent = None
         return response
+
+    def _kept_of(self, messages: list[Message], number: int) -> tuple[int, dict[str, Any]]:
+        """How many messages of `messages` the call line written last holds as this call
+        sends them (0: record them all), and that call's other arguments as recorded.
+
+        They are the messages that call was sent, the same objects (compared by identity, in
+        C: a conversation that only grew costs no serialising or scanning of what was sent);
+        a message once sent is taken as sent, as `ToolCallIdCheck` takes it. A conversation
+        with a message replaced, dropped or inserted is recorded whole."""
+        sent = self._sent
+        if sent is None:
+            return 0, {}
+        previous, written, arguments = sent
+        length = len(previous)
+        if (not length or type(messages) is not list or len(messages) < length
+                or self.writer.extendable(number, "messages") != written
+                or not all(map(operator.is_, messages, previous))):
+            return 0, {}
+        return length, arguments
 
     def finish(self, ending: Ending) -> None:
         self.writer.write_end(ending)

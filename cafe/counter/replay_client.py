@@ -9,6 +9,7 @@ Exhaustion polices the calls that should have arrived: `assert_exhausted()` rais
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,15 @@ from cafe.recording.errors import (
     UnusableIgnorePath,
     UnusedCalls,
 )
-from cafe.recording.format import RecordedCall, Recording, decode_held, encoded
+from cafe.recording.format import (
+    RecordedCall,
+    Recording,
+    decode_held,
+    encoded,
+    own_request,
+    shares,
+    whole_request,
+)
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
 
@@ -39,7 +48,10 @@ _SORTED = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _request_of(recorded: RecordedCall) -> dict[str, Any]:
-    """The recorded request, decoded for this use only while the recording holds it as bytes."""
+    """The recorded request, decoded (or made whole, for one that extends an earlier call's)
+    for this use only while the recording holds it as bytes."""
+    if recorded.reference is not None:
+        return whole_request(recorded)
     data = encoded(recorded, "request")
     return decode_held(data) if data is not None else recorded.request
 
@@ -75,6 +87,9 @@ class ReplayClient:
         self._scrubber = scrubber or Scrubber.from_environment()
         self.calls = 0
         self._check_tool_call_ids = ToolCallIdCheck()  # each message once, when first sent
+        # The messages of the call served last (the objects, not copies), the recorded call it
+        # matched, and that call's other arguments as recorded.
+        self._served: tuple[list[Message], RecordedCall, dict[str, Any]] | None = None
 
     @property
     def path(self) -> Path:
@@ -110,6 +125,49 @@ class ReplayClient:
             pass
         return same_json(request, decode_held(data))
 
+    def _matches_what_is_new(self, recorded: RecordedCall, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The fast path at any length of conversation: the recorded request extends the call
+        served last, and the incoming conversation is the one served last grown at its end:
+        the same message objects first (compared by identity, in C: nothing already served is
+        serialised or scrubbed again; a message once sent is taken as sent, as
+        `ToolCallIdCheck` takes it).
+        Then only what is new is compared, as a document: the new messages and the
+        arguments, against what the line holds and what it takes from the call it extends.
+        Returns the recorded call's arguments (its members other than `messages`) when it
+        matches, else None (the whole request is compared)."""
+        reference, served = recorded.reference, self._served
+        if reference is None or served is None or self._ignore or reference.array != "messages":
+            return None
+        messages = request["messages"]
+        previous, matched, arguments = served
+        length = len(previous)
+        if (recorded.base is not matched or reference.count != length or not length or type(messages) is not list
+                or len(messages) < length or not all(map(operator.is_, messages, previous))):
+            return None
+        own = own_request(recorded)
+        added = own.pop("messages", [])
+        expected = {**arguments, **own}
+        incoming = {key: value for key, value in request.items() if key != "messages"}
+        if not (same_json(incoming, expected) and same_json(messages[length:], added)
+                and plain_json(incoming) and plain_json(messages[length:])):
+            return None
+        return expected
+
+    def _served_after(self, messages: list[Message], recorded: RecordedCall,
+                      arguments: dict[str, Any] | None) -> tuple[list[Message], RecordedCall, dict[str, Any]] | None:
+        """What the next call's fast path compares with, once `recorded` served `messages`:
+        kept only for a recording that may hold references, grown by the new messages after
+        a call the fast path matched (`arguments`), else all of them."""
+        if not shares(self.recording.header.version) or type(messages) is not list:
+            return None
+        served = self._served
+        if arguments is not None and served is not None:
+            previous = served[0]
+            previous.extend(messages[len(previous):])
+            return previous, recorded, arguments
+        whole = {key: value for key, value in _request_of(recorded).items() if key != "messages"}
+        return list(messages), recorded, whole
+
     def _quoted(self, described: str) -> str:
         """A side of a difference as the line shows it: a value it quotes, scrubbed."""
         return self._scrubber.scrub(described) if described.startswith("'") else described
@@ -135,7 +193,8 @@ class ReplayClient:
             exhausted.incoming_request, exhausted.served = self._as_recorded(request), self.calls
             raise exhausted
         recorded = recorded_calls[self.calls]
-        if not self._matches_verbatim(recorded, request):
+        arguments = self._matches_what_is_new(recorded, request)
+        if arguments is None and not self._matches_verbatim(recorded, request):
             incoming = self._as_recorded(request)
             difference = first_difference(
                 normalise(_request_of(recorded), self._ignore), normalise(incoming, self._ignore)
@@ -152,6 +211,7 @@ class ReplayClient:
                 )
                 mismatch.incoming_request, mismatch.served = incoming, self.calls
                 raise mismatch
+        self._served = self._served_after(messages, recorded, arguments)
         self.calls += 1
         data = encoded(recorded, "response")
         # A fresh copy either way: decoding the bytes makes the copy fresh_json would.

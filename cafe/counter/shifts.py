@@ -20,7 +20,7 @@ from cafe.counter.tools import PROPOSE_ORDER
 from cafe.counter.transcript import transcript_digest
 from cafe.errors import ScriptError
 from cafe.privacy import Scrubber
-from cafe.recording.format import WIRE_VERSION, Ending, Recording
+from cafe.recording.format import Ending, Recording, is_wire
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import load_recording
 from cafe.recording.windows import RecordedClock
@@ -197,7 +197,7 @@ def replay_shift(
         else load_recording(path, allow_truncated=allow_truncated)
     )
     replay: ReplayClient | WireReplayClient
-    if recording.header.version >= WIRE_VERSION and recording.holds_shift_calls:
+    if is_wire(recording.header.version) and recording.holds_shift_calls:
         from cafe.counter.clients.wire import WireReplayClient
 
         replay = WireReplayClient(recording, ignore=ignore, scrubber=scrubber, environ=environ)

@@ -1,11 +1,15 @@
 """The recording format: JSON Lines, a header line, one line a model call, and a shift's end
-line; versions 0 (no header, read only), 1 (a café shift), 2 (wire exchanges) and 3 (an
-unfinished wire recording). Its specification, every field, error and exit code, is
-docs/recording-format.md; here are its types and their encoding.
+line; versions 0 (no header, read only), 1 (a café shift), 2 (wire exchanges), 3 (an
+unfinished wire recording), and 4 to 6 (versions 1 to 3 whose call line may hold only what
+is new in its request, with `"extends": {...}`, a `Reference`, for the rest). Its
+specification, every field, error and exit code, is docs/recording-format.md; here are its
+types and their encoding.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -22,7 +26,43 @@ WIRE_VERSION = 2
 # order, under version 2, first.
 UNORDERED_WIRE_VERSION = 3
 LEGACY_VERSION = 0
-SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION, WIRE_VERSION, UNORDERED_WIRE_VERSION]
+# Versions 4, 5 and 6 are versions 1, 2 and 3 whose call lines may hold only what is new in
+# their request: a request that repeats an earlier call's and adds to the end of its growing
+# array (a chat's `messages`) refers to that call (`Reference`) and holds the rest.
+SHARED_VERSION = 4
+SHARED_WIRE_VERSION = 5
+UNORDERED_SHARED_WIRE_VERSION = 6
+SUPPORTED_VERSIONS = [LEGACY_VERSION, FORMAT_VERSION, WIRE_VERSION, UNORDERED_WIRE_VERSION,
+                      SHARED_VERSION, SHARED_WIRE_VERSION, UNORDERED_SHARED_WIRE_VERSION]
+# Each version's layout: the version it is with every request held whole.
+_LAYOUTS = {SHARED_VERSION: FORMAT_VERSION, SHARED_WIRE_VERSION: WIRE_VERSION,
+            UNORDERED_SHARED_WIRE_VERSION: UNORDERED_WIRE_VERSION}
+
+
+def layout(version: int) -> int:
+    """The version whose line layout `version` has (0 to 3): versions 4 to 6 are 1 to 3 with
+    references."""
+    return _LAYOUTS.get(version, version)
+
+
+def is_wire(version: int) -> bool:
+    """Whether a recording of this version holds HTTP exchanges (`cafe.wire`)."""
+    return layout(version) >= WIRE_VERSION
+
+
+def is_unordered(version: int) -> bool:
+    """Whether a recording of this version has its call lines in the order the calls ended."""
+    return layout(version) == UNORDERED_WIRE_VERSION
+
+
+def unordered(version: int) -> int:
+    """The version a recording of `version` turns into when a line leaves start order."""
+    return UNORDERED_SHARED_WIRE_VERSION if version == SHARED_WIRE_VERSION else UNORDERED_WIRE_VERSION
+
+
+def shares(version: int) -> bool:
+    """Whether a recording of this version may hold references."""
+    return version in _LAYOUTS
 # A request carries the whole conversation so far; 16 MiB is far beyond any real shift
 # and stops a corrupt or hostile file from being parsed into memory whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -115,11 +155,171 @@ class _Document:
         object.__setattr__(call, self._slot, value)
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A call line's `extends` (versions 4 to 6): its request is call `call`'s request with
+    its growing array (`array`, a chat's `messages`) cut to the first `count` items, followed
+    by the items the line holds, and with every other member the line holds in place of the
+    earlier call's. `sha256` is `reference_digest` of what is taken from the earlier call."""
+
+    call: int
+    array: str
+    count: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.call, "array": self.array, "count": self.count, "sha256": self.sha256}
+
+
+def canonical(value: Any) -> bytes:
+    """A JSON value as the digests of references read it: keys sorted, no whitespace,
+    non-ASCII as UTF-8 (orjson's encoding; where orjson refuses a value, an integer beyond 64
+    bits or a lone surrogate, `json`'s, lone surrogates escaped)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+EMPTY_CHAIN = hashlib.sha256(b"").digest()
+
+
+def chained(previous: bytes, item: Any) -> bytes:
+    """The digest of a growing array after one more item: `sha256(previous + canonical(item))`,
+    from `EMPTY_CHAIN` for the empty array. The digest after the first n items stands for
+    them all, so a reference is checked by one comparison, whatever the conversation's length."""
+    return hashlib.sha256(previous + canonical(item)).digest()
+
+
+def reference_digest(members: dict[str, Any], chain: bytes) -> str:
+    """What a reference's `sha256` holds: the digest of the earlier request's members other
+    than its array (as one JSON object, `canonical`) and of its array's first `count` items
+    (`chain`, their `chained` digest)."""
+    return hashlib.sha256(canonical(members) + chain).hexdigest()
+
+
+class Link:
+    """One item of a growing array, as the digests of references read it: the digest of the
+    array up to it (`format.chained`), how many items that is, and the link before it. A
+    request's array is its last link; a later request that keeps its first n items extends
+    the link of the n-th, so the arrays of a whole conversation share their links."""
+
+    __slots__ = ("digest", "length", "previous")
+
+    def __init__(self, digest: bytes, length: int, previous: Link | None) -> None:
+        self.digest, self.length, self.previous = digest, length, previous
+
+    @classmethod
+    def of(cls, items: list[Any]) -> Link:
+        return Link(EMPTY_CHAIN, 0, None).extended(items)
+
+    def extended(self, items: list[Any]) -> Link:
+        link = self
+        for item in items:
+            link = Link(chained(link.digest, item), link.length + 1, link)
+        return link
+
+    def at(self, count: int) -> Link:
+        """The link of the array's first `count` items (at most `length`): walked back from
+        the end, so keeping the whole array costs nothing, and dropping n items n steps."""
+        link = self
+        while link.length > count and link.previous is not None:
+            link = link.previous
+        return link
+
+
+class SharedRequest:
+    """What a reference to a call is checked against: the name of its request's growing
+    array, its other members (whole: those it holds, and those it took from the call it
+    extends), and the last link of its array."""
+
+    __slots__ = ("array", "link", "members")
+
+    def __init__(self, array: str, members: dict[str, Any], link: Link) -> None:
+        self.array, self.members, self.link = array, members, link
+
+    @property
+    def length(self) -> int:
+        return self.link.length
+
+    def link_at(self, count: int) -> Link:
+        return self.link.at(count)
+
+    def chain_at(self, count: int) -> bytes:
+        return self.link.at(count).digest
+
+
 def encoded(call: RecordedCall, name: str) -> bytes | None:
     """The bytes of a call's `request` or `response` while nothing has read it yet (None once
-    it is decoded: from then on the dict, which its reader may have changed, is the value)."""
+    it is decoded: from then on the dict, which its reader may have changed, is the value; and
+    None for a request that refers to an earlier call's, whose bytes are only its own part)."""
+    if name == "request" and call.reference is not None:
+        return None
     value = getattr(call, "_" + name)
     return value if type(value) is bytes else None
+
+
+def own_request(call: RecordedCall) -> dict[str, Any]:
+    """What the call's line holds of its request, a new dict: the whole request, or, for one
+    that refers to an earlier call's (`reference`), only its own part."""
+    value = call.__dict__["_request"]
+    if type(value) is bytes:
+        return decode_held(value)
+    from cafe.jsondata import fresh_json
+
+    document: dict[str, Any] = fresh_json(value)
+    return document
+
+
+def whole_request(call: RecordedCall) -> dict[str, Any]:
+    """The request of a call, made whole as a new document (one that refers to an earlier
+    call's request is not kept whole: `RecordedCall.request` keeps what this makes):
+    the earlier calls' parts it takes, back to one held whole, each decoded once (so the work
+    is the size of the request, whatever the number of calls between)."""
+    pieces: list[list[Any]] = []  # the array items each call of the chain adds, last call first
+    members: list[dict[str, Any]] = []
+    current: RecordedCall = call
+    needed: int | None = None  # how many of the current call's array items are taken
+    array = call.reference.array if call.reference is not None else ""
+    while current.reference is not None:
+        reference = current.reference
+        own = own_request(current)
+        items = own.pop(reference.array, None)
+        items = items if isinstance(items, list) else []
+        if needed is not None:
+            items = items[:max(needed - reference.count, 0)]
+        pieces.append(items)
+        members.append(own)
+        needed = reference.count if needed is None else min(needed, reference.count)
+        base = current.base
+        if base is None:  # pragma: no cover - the reader links every reference it accepts
+            raise ValueError(f"call {current.index} refers to call {reference.call}, which is not linked")
+        current = base
+    root = own_request(current)
+    root_items = root.pop(array, None)
+    whole = root
+    for own in reversed(members):
+        whole.update(own)
+    items = list(root_items[:needed]) if isinstance(root_items, list) else []
+    for added in reversed(pieces):
+        items.extend(added)
+    whole[array] = items
+    return whole
+
+
+class _Request(_Document):
+    """`RecordedCall.request`: the `_Document` of a call held whole; for a call that refers to
+    an earlier one's request, that request made whole on first read (`whole_request`) and kept."""
+
+    def __get__(self, call: object, owner: type) -> Any:
+        if call is None:
+            raise AttributeError(self._slot)
+        if getattr(call, "reference", None) is None:
+            return super().__get__(call, owner)
+        made = call.__dict__.get("_whole")
+        if made is None:
+            made = call.__dict__["_whole"] = whole_request(call)  # type: ignore[arg-type]
+        return made
 
 
 @dataclass(frozen=True)
@@ -127,7 +327,7 @@ class RecordedCall:
     index: int  # 1-based call number
     line: int  # 1-based line in the file
     # Dicts; a loaded recording passes them as orjson's bytes, decoded when first read.
-    request: _Document = _Document()
+    request: _Request = _Request()
     response: _Document = _Document()
     timing: Timing | None = None
     # The model the line names (`"model"` beside `request` in a plain file), if any.
@@ -135,6 +335,9 @@ class RecordedCall:
     header_model: str | None = field(default=None, compare=False)
     # Version 2: the HTTP exchange (method, target, headers, status, SSE chunks), or None.
     exchange: dict[str, Any] | None = None
+    # Versions 4 to 6: the earlier call whose request this one's extends, and the call itself.
+    reference: Reference | None = None
+    base: RecordedCall | None = field(default=None, compare=False, repr=False)
 
     @property
     def model(self) -> str | None:
@@ -149,18 +352,25 @@ class RecordedCall:
     @classmethod
     def loaded(cls, index: int, line: int, request: dict[str, Any] | bytes, response: dict[str, Any] | bytes,
                timing: Timing | None, line_model: str | None, header_model: str | None,
-               exchange: dict[str, Any] | None = None) -> RecordedCall:
+               exchange: dict[str, Any] | None = None, reference: Reference | None = None,
+               base: RecordedCall | None = None) -> RecordedCall:
         """The call as the reader makes it, once a line: the same object `RecordedCall(...)`
         makes, its fields set in one step rather than one frozen-dataclass assignment each
         (those took 3 of the 4 µs of making it)."""
         call = object.__new__(cls)
         call.__dict__.update({"index": index, "line": line, "_request": request, "_response": response,
                               "timing": timing, "line_model": line_model, "header_model": header_model,
-                              "exchange": exchange})
+                              "exchange": exchange, "reference": reference, "base": base})
         return call
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"call": self.index, "request": self.request, "response": self.response}
+        """The call's line: its request as the line holds it (with a reference, its own part)."""
+        request = self.__dict__["_request"]
+        if type(request) is bytes:
+            request = decode_held(request)
+        data: dict[str, Any] = {"call": self.index, "request": request, "response": self.response}
+        if self.reference is not None:
+            data["extends"] = self.reference.to_json()
         if self.timing is not None:
             data["timing"] = {
                 "start_unix_nano": self.timing.start_unix_nano,
@@ -202,7 +412,7 @@ class Recording:
         version 2 one a café shift made live (its exchanges also hold the JSON bodies as
         sent and answered, `exchange.request_json`). Other version 2 lines hold the bodies
         themselves (`cafe.wire` recording any agent)."""
-        if self.header.version < WIRE_VERSION:
+        if not is_wire(self.header.version):
             return True
         if not self.calls:
             return self.header.script is not None

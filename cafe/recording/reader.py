@@ -36,13 +36,19 @@ from cafe.recording.format import (
     FORMAT_VERSION,
     LEGACY_VERSION,
     SUPPORTED_VERSIONS,
-    UNORDERED_WIRE_VERSION,
     WIRE_VERSION,
     Ending,
     Header,
+    Link,
     RecordedCall,
     Recording,
+    Reference,
+    SharedRequest,
     Timing,
+    is_unordered,
+    layout,
+    reference_digest,
+    shares,
 )
 from cafe.trace.outcomes import ConsentDecision
 
@@ -270,6 +276,10 @@ class _LineReader:
         self.header_model: str | None = None
         self.version = LEGACY_VERSION
         self.numbers: set[int] = set()  # version 3: the call numbers read so far
+        # Versions 4 to 6: each call read so far by its number, and, for those a reference
+        # named, what a later reference to them is checked against.
+        self.by_number: dict[int, RecordedCall] = {}
+        self.shared: dict[int, SharedRequest] = {}
 
     def fail(self, line: int, expected: str, found: str, field: str | None = None) -> MalformedLine:
         return MalformedLine(self.path, line, expected, found, field)
@@ -364,7 +374,7 @@ class _LineReader:
              held: dict[str, bytes]) -> RecordedCall:
         if "format" in obj:
             raise self.fail(number, "a call line", "a second header line")
-        if self.version >= WIRE_VERSION:
+        if layout(self.version) >= WIRE_VERSION:
             return self.wire_call(obj, number, index, held)
         if not legacy:
             if type(obj.get("call")) is not int:
@@ -377,7 +387,8 @@ class _LineReader:
         request, response = obj.get("request"), obj.get("response")
         if not isinstance(request, dict):
             raise self.fail(number, "an object", _found(obj, "request"), field="request")
-        self.request(request, number)
+        reference, base = self.reference(obj, request, number, index)
+        self.request(request, number, whole=reference is None)
         if not isinstance(response, dict):
             raise self.fail(number, "an object", _found(obj, "response"), field="response")
         self.response(response, number)
@@ -387,9 +398,10 @@ class _LineReader:
         request_model = request.get("model")
         if request_model is not None and not isinstance(request_model, str):
             raise self.fail(number, "a string or null", _kind(request_model), field="request.model")
-        return RecordedCall.loaded(index, number, _held(request, held.get("request")),
-                                   _held(response, held.get("response")), self.timing(obj, number),
-                                   model, self.header_model)
+        return self.kept(RecordedCall.loaded(index, number, _held(request, held.get("request")),
+                                             _held(response, held.get("response")), self.timing(obj, number),
+                                             model, self.header_model, reference=reference, base=base),
+                         request)
 
     def call_number(self, obj: dict[str, Any], number: int, index: int) -> None:
         if type(obj.get("call")) is not int:
@@ -418,7 +430,7 @@ class _LineReader:
         JSON object), `response` the JSON body answered or assembled from the stream (or
         null), and `exchange` the rest of the HTTP exchange. A version 3 line is the same,
         numbered by its call's start whatever its place in the file."""
-        if self.version == UNORDERED_WIRE_VERSION:
+        if is_unordered(self.version):
             index = self.unordered_call_number(obj, number)
         else:
             self.call_number(obj, number, index)
@@ -427,8 +439,9 @@ class _LineReader:
             raise self.fail(number, "an object or null", _kind(request), field="request")
         if response is not None and not isinstance(response, dict):
             raise self.fail(number, "an object or null", _kind(response), field="response")
+        reference, base = self.reference(obj, request, number, index)
         if isinstance(request, dict) and "messages" in request:
-            self.request(request, number)
+            self.request(request, number, whole=reference is None)
         if isinstance(response, dict) and "choices" in response:
             self.response(response, number)
         exchange = obj.get("exchange")
@@ -438,9 +451,12 @@ class _LineReader:
         request_model = (request or {}).get("model")
         if request_model is not None and not isinstance(request_model, str):
             raise self.fail(number, "a string or null", _kind(request_model), field="request.model")
-        return RecordedCall.loaded(index, number, {} if request is None else _held(request, held.get("request")),
-                                   {} if response is None else _held(response, held.get("response")),
-                                   self.timing(obj, number), None, self.header_model, exchange)
+        return self.kept(RecordedCall.loaded(index, number,
+                                             {} if request is None else _held(request, held.get("request")),
+                                             {} if response is None else _held(response, held.get("response")),
+                                             self.timing(obj, number), None, self.header_model, exchange,
+                                             reference=reference, base=base),
+                         request)
 
     def exchange(self, exchange: dict[str, Any], number: int) -> None:
         for key in ("method", "target", "outcome"):
@@ -500,8 +516,13 @@ class _LineReader:
             except ValueError:
                 raise self.fail(number, "base64 text", "other text", field=f"{where}.base64") from None
 
-    def request(self, request: dict[str, Any], number: int) -> None:
+    def request(self, request: dict[str, Any], number: int, whole: bool = True) -> None:
+        """Check a request's messages, tools and temperature: a request held whole, or the part
+        a line holds of one that refers to an earlier call's (`whole` false: its members the
+        earlier call holds may be missing, and its messages are the new ones)."""
         messages = request.get("messages")
+        if not whole and "messages" not in request:
+            messages = []
         if not isinstance(messages, list):
             raise self.fail(number, "an array of messages", _found(request, "messages"),
                             field="request.messages")
@@ -522,6 +543,84 @@ class _LineReader:
         if temperature is not None and (isinstance(temperature, bool)
                                         or not isinstance(temperature, int | float)):
             raise self.fail(number, "a number or null", _kind(temperature), field="request.temperature")
+
+    def reference(self, obj: dict[str, Any], request: Any, number: int,
+                  index: int) -> tuple[Reference | None, RecordedCall | None]:
+        """A line's `extends`, checked against the call it names: an earlier call (a smaller
+        number, on an earlier line), whose request has the array, at least `count` items in it,
+        and the digest the reference holds. Without `extends`, (None, None)."""
+        extends = obj.get("extends")
+        if extends is None:
+            return None, None
+        if not shares(self.version):
+            raise self.fail(number, "no extends (a recording of this version holds every request whole)",
+                            _kind(extends), field="extends")
+        if not isinstance(extends, dict):
+            raise self.fail(number, "an object (the call this request extends)", _kind(extends), field="extends")
+        if not isinstance(request, dict):
+            raise self.fail(number, "an object (the request's own part)", _kind(request), field="request")
+        named = extends.get("call")
+        if type(named) is not int or not 1 <= named < index or named not in self.by_number:
+            found = _found(extends, "call") if type(named) is not int else (
+                f"call {named}" if abs(named) < 10**6 else _size(named))
+            raise self.fail(number, f"an earlier call's number (a call before {index} on an earlier line)", found,
+                            field="extends.call")
+        array, count, digest = extends.get("array"), extends.get("count"), extends.get("sha256")
+        if not isinstance(array, str) or not array:
+            raise self.fail(number, "the name of the request's growing array", _found(extends, "array"),
+                            field="extends.array")
+        if type(count) is not int or count < 0:
+            raise self.fail(number, "a non-negative integer", _found(extends, "count"), field="extends.count")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise self.fail(number, "64 lowercase hex digits", _found(extends, "sha256"), field="extends.sha256")
+        if array in request and not isinstance(request[array], list):
+            raise self.fail(number, "an array (the items after those of the call extended)", _kind(request[array]),
+                            field=f"request.{array}" if array.isidentifier() else "request.<the array>")
+        base = self.by_number[named]
+        shared = self.shared_of(base, array, number)
+        if count > shared.length:
+            raise self.fail(number, f"at most {shared.length} (the items of call {named}'s array)",
+                            f"{count}" if count < 10**9 else _size(count), field="extends.count")
+        if reference_digest(shared.members, shared.chain_at(count)) != digest:
+            raise self.fail(number, f"the digest of what call {named} (line {base.line}) holds of its first "
+                                    f"{count} items", "another digest (the earlier lines were changed, or this "
+                                                      "line belongs to another recording)",
+                            field="extends.sha256")
+        return Reference(named, array, count, digest), base
+
+    def shared_of(self, call: RecordedCall, array: str, number: int) -> SharedRequest:
+        """What a reference to `call` is checked against: made from its request when first
+        named (a call held whole), or when its line was read (a call that extends another)."""
+        known = self.shared.get(call.index)
+        if known is not None and known.array == array:
+            return known
+        if call.reference is not None:
+            raise self.fail(number, f"the array call {call.index} extends ({call.reference.array})",
+                            "another array", field="extends.array")
+        request = call.request
+        items = request.get(array)
+        if not isinstance(items, list):
+            raise self.fail(number, f"an array call {call.index}'s request holds",
+                            "a name its request holds no array by", field="extends.array")
+        shared = SharedRequest(array, {key: value for key, value in request.items() if key != array}, Link.of(items))
+        self.shared[call.index] = shared
+        return shared
+
+    def kept(self, call: RecordedCall, request: Any) -> RecordedCall:
+        """Note a call read, for the references of later lines (versions 4 to 6)."""
+        if not shares(self.version):
+            return call
+        self.by_number[call.index] = call
+        reference = call.reference
+        if reference is not None and call.base is not None:
+            base = self.shared[call.base.index]
+            own = request if isinstance(request, dict) else {}
+            items = own.get(reference.array)
+            added = items if isinstance(items, list) else []
+            members = {**base.members, **{key: value for key, value in own.items() if key != reference.array}}
+            link = base.link_at(reference.count).extended(added)
+            self.shared[call.index] = SharedRequest(reference.array, members, link)
+        return call
 
     def response(self, response: dict[str, Any], number: int) -> None:
         choices = response.get("choices")
@@ -685,7 +784,7 @@ def _load(path: Path, source: IO[bytes], allow_truncated: bool) -> Recording:
         calls.append(reader.call(obj, number, len(calls) + 1, legacy, held))
     if header is None:
         raise NotARecording(path, "the file is empty")
-    if header.version == UNORDERED_WIRE_VERSION:
+    if is_unordered(header.version):
         calls.sort(key=lambda call: call.index)  # into start order, as a replay serves them
     return Recording(path, header, calls, ending, truncated)
 

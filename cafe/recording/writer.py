@@ -34,11 +34,16 @@ from cafe.recording import format as _format
 from cafe.recording.errors import MalformedLine, RecordingDisabled, RecordingError, RecordingExists
 from cafe.recording.format import (
     FORMAT_NAME,
-    UNORDERED_WIRE_VERSION,
     Ending,
     Header,
+    Link,
     RecordedCall,
+    Reference,
+    SharedRequest,
     Timing,
+    reference_digest,
+    shares,
+    unordered,
 )
 from cafe.recording.modes import RecordMode
 from cafe.recording.reader import check_header
@@ -47,7 +52,7 @@ PARTIAL_SUFFIX = ".partial"
 _WHAT = "the recording"
 # Line fields the writer fills from constants, clocks, counters and digests: never text.
 _FORMAT_VALUES = frozenset({"format", "version", "recorded_at", "clock_origin_unix_nano", "seed",
-                            "call", "timing", "model_calls", "transcript_sha256"})
+                            "call", "timing", "model_calls", "transcript_sha256", "extends"})
 # How the writer's call line begins: its keys are sorted, and "call" sorts first.
 _CALL_LINE_START = b'{"call":'
 
@@ -210,6 +215,8 @@ class RecordingWriter:
         # The number the next call line must hold for the file to stay in start order.
         self._next_in_order = 1
         self.in_start_order = True
+        # Versions 4 to 6: the call line written last, which the next request may extend.
+        self._last: _Written | None = None
         try:
             self._header_line = self._encoded_line(header.to_json(), None, "line 1")
             self._append(self._header_line, "line 1")
@@ -239,15 +246,20 @@ class RecordingWriter:
             text = json.dumps(obj, ensure_ascii=True, sort_keys=True, allow_nan=False, separators=_COMPACT)
             return text.encode("ascii")
 
-    def _encoded_line(self, obj: dict[str, Any], scrubber: Scrubber | None, where: str) -> bytes:
+    def _encoded_line(self, obj: dict[str, Any], scrubber: Scrubber | None, where: str,
+                      written: list[dict[str, Any]] | None = None) -> bytes:
         """The one place a line is made: serialised, its strings scrubbed, checked against the
         reader's bound. `scrubber` (one made by `with_literals` from this writer's) also
-        scrubs the secrets of this line's own request; `where` names the line in an error."""
+        scrubs the secrets of this line's own request; `where` names the line in an error;
+        `written`, when given, gets the line's object as written."""
         scrubber = scrubber or self._scrubber
         obj = _wholes_scrubbed(obj, scrubber)
         data = self._serialise(obj, where)
         if scrubber.may_need_scrubbing(data):
-            data = self._serialise(self._scrub_line(obj, scrubber), where)
+            obj = self._scrub_line(obj, scrubber)
+            data = self._serialise(obj, where)
+        if written is not None:
+            written.append(obj)
         limit = _format.MAX_LINE_BYTES
         if len(data) > limit:
             # The reader refuses such a line: written, it would make a recording no replay reads.
@@ -283,11 +295,12 @@ class RecordingWriter:
         """Turn the header's version to 3 before the first line out of start order is
         written, so that no reader takes the file for a recording in start order. The header
         is rewritten in place: only its version's digit differs."""
-        unordered = self._encoded_line({**self._header.to_json(), "version": UNORDERED_WIRE_VERSION}, None, "line 1")
-        if len(unordered) != len(self._header_line):  # pragma: no cover - a version is one digit
+        header = {**self._header.to_json(), "version": unordered(self._header.version)}
+        unordered_line = self._encoded_line(header, None, "line 1")
+        if len(unordered_line) != len(self._header_line):  # pragma: no cover - a version is one digit
             raise RecordingError(f"{self.path}: the header cannot be marked unordered in place")
         try:
-            os.pwrite(self._file.fileno(), unordered, 0)
+            os.pwrite(self._file.fileno(), unordered_line, 0)
             if self._durable:
                 os.fsync(self._file.fileno())
         except OSError as error:
@@ -317,26 +330,67 @@ class RecordingWriter:
         """`value` as it would read back from this recording: serialised and scrubbed."""
         return self._scrubber.scrub_json(json_document(value))
 
+    def extendable(self, number: int, array: str, scrubber: Scrubber | None = None) -> int | None:
+        """The number of the call whose `array` a request of call `number` may extend
+        (`write_call`'s `extends`): the call line written last, when this recording's version
+        holds references, that call started earlier, its line was scrubbed as this one is (with
+        the same credentials: then the items they share are stored alike), and it extended no
+        other array. None: write it whole."""
+        last = self._last
+        if last is None or last.number >= number or last.scrubber is not (scrubber or self._scrubber):
+            return None
+        return last.number if last.extends_only(array) else None
+
     def write_call(self, request: dict[str, Any] | None, response: dict[str, Any] | None, timing: Timing | None,
                    exchange: dict[str, Any] | None = None, *, scrubber: Scrubber | None = None,
-                   number: int | None = None, where: str | None = None) -> None:
+                   number: int | None = None, where: str | None = None,
+                   extends: tuple[str, int] | None = None) -> None:
         """One call's line; `scrubber`, made by `with_literals` from this writer's, also
         scrubs secrets of this call alone (the API key its request carried). `number` is the
         call's number in start order (default: the next one); a line written out of that
-        order makes the file version 3 until `commit` orders it. `where` names the call in
-        an error (default: its line)."""
+        order makes the file version 3 (or 6) until `commit` orders it. `where` names the call
+        in an error (default: its line).
+
+        `extends` (array, count): the request repeats the request of the call `extendable`
+        names, but for its array `array`, of which it keeps the first `count` items and
+        adds those `request[array]` holds (`request` holds only those, and the members whose
+        value differs from that call's): the line holds them and a `Reference` to that call,
+        so nothing recorded is written or scanned again."""
         number = self._next_in_order if number is None else number
         where = where or f"line {self.lines + 1}"
+        scrubber = scrubber or self._scrubber
+        reference = None
+        base = None
+        if extends is not None and request is not None:
+            base_number = self.extendable(number, extends[0], scrubber)
+            if base_number is None or self._last is None:
+                raise RecordingError(f"{self.path}: {where} cannot be recorded: it extends a call this recording "
+                                     "cannot refer to")
+            base = self._last.shared(extends[0])
+            array, count = extends
+            count = min(count, base.length)
+            reference = Reference(base_number, array, count, reference_digest(base.members, base.chain_at(count)))
         # Counted once written: a call whose line failed is not among those kept.
         call = RecordedCall(number, self.lines + 1, request, response, timing,  # type: ignore[arg-type]
-                            exchange=exchange)
-        data = self._encoded_line(call.to_json(), scrubber, where)
+                            exchange=exchange, reference=reference)
+        line = call.to_json()
+        data, written = self._encoded_call(line, scrubber, where)
         if number != self._next_in_order and self.in_start_order:
             self._leave_start_order()
         self._append(data, where)
         if number == self._next_in_order:
             self._next_in_order += 1
         self.calls += 1
+        if shares(self._header.version):
+            stored = written.get("request")
+            self._last = _Written(number, stored if isinstance(stored, dict) else None, scrubber,
+                                  base if reference is not None else None, reference)
+
+    def _encoded_call(self, line: dict[str, Any], scrubber: Scrubber, where: str) -> tuple[bytes, dict[str, Any]]:
+        """A call line made (`_encoded_line`), and the line as written (scrubbed if it was)."""
+        kept: list[dict[str, Any]] = []
+        data = self._encoded_line(line, scrubber, where, kept)
+        return data, kept[0] if kept else line
 
     def write_end(self, ending: Ending) -> None:
         self._write_line(ending.to_json())
@@ -416,6 +470,39 @@ class RecordingWriter:
 
     def close(self) -> None:
         self.commit()
+
+
+class _Written:
+    """The call line a writer wrote last, as a later request that extends it needs it: its
+    request as written (scrubbed), and, made when a request first extends it, its members and
+    the links of its array (`SharedRequest`), from the request it extended where it did."""
+
+    __slots__ = ("_base", "_reference", "_request", "_shared", "number", "scrubber")
+
+    def __init__(self, number: int, request: dict[str, Any] | None, scrubber: Scrubber,
+                 base: SharedRequest | None, reference: Reference | None) -> None:
+        self.number, self.scrubber = number, scrubber
+        self._request, self._base, self._reference = request or {}, base, reference
+        self._shared: SharedRequest | None = None
+
+    def extends_only(self, array: str) -> bool:
+        """Whether its line extends no array but `array` (a chain of references keeps one)."""
+        return self._reference is None or self._reference.array == array
+
+    def shared(self, array: str) -> SharedRequest:
+        """Its request's members and array links, for a request that extends its `array`."""
+        if self._shared is not None and self._shared.array == array:
+            return self._shared
+        request, reference, base = self._request, self._reference, self._base
+        items = request.get(array)
+        added = items if isinstance(items, list) else []
+        own = {key: value for key, value in request.items() if key != array}
+        if reference is not None and base is not None and reference.array == array:
+            shared = SharedRequest(array, {**base.members, **own}, base.link_at(reference.count).extended(added))
+        else:
+            shared = SharedRequest(array, own, Link.of(added))
+        self._shared = shared
+        return shared
 
 
 def _iso(unix_nano: int) -> str:

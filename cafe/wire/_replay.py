@@ -30,7 +30,7 @@ from cafe.recording.errors import (
     StreamExhausted,
     UnusedCalls,
 )
-from cafe.recording.format import WIRE_VERSION, RecordedCall, Recording, decode_held, encoded
+from cafe.recording.format import RecordedCall, Recording, decode_held, encoded, is_wire
 from cafe.recording.normalise import normalise, parse_path
 from cafe.recording.reader import load_recording
 from cafe.wire import _forks
@@ -153,7 +153,7 @@ class WireReplay:
         self.recording = source if isinstance(source, Recording) else load_recording(
             source, allow_truncated=allow_truncated)
         path = self.recording.path
-        if self.recording.header.version < WIRE_VERSION:
+        if not is_wire(self.recording.header.version):
             raise RecordingError(f"{path}: it holds no HTTP exchanges (format version "
                                  f"{self.recording.header.version}); replay it with `cafe replay {path}`")
         self._ignore = checked_ignore(path, ignore)

@@ -209,3 +209,17 @@ def test_a_list_nobody_follows_is_kept_exactly_as_each_call_sent_it():
     messages[0]["content"] = "edited in place"
     client.chat(messages)
     assert [sent[0]["content"] for sent in _first_inputs(tracer)] == ["first", "edited in place"]
+
+
+def _recorded_bytes_per_call(tmp_path: Any, turns: int) -> float:
+    from cafe.counter import record_shift
+
+    path = tmp_path / f"shift-{turns}.jsonl"
+    run, _ = record_shift(ScriptedClient(), _script(turns), path, responder=make_responder([]), max_turns=turns)
+    return (path.stat().st_size - len(path.read_bytes().split(b"\n", 1)[0])) / run.model_calls
+
+
+def test_a_recorded_call_takes_as_many_bytes_at_the_400th_call_as_at_the_40th(tmp_path: Any) -> None:
+    small, large = _recorded_bytes_per_call(tmp_path, 40), _recorded_bytes_per_call(tmp_path, 400)
+    # A line holding the whole conversation takes about ten times as much per call at 400.
+    assert large < 1.5 * small, (small, large)

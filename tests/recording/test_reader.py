@@ -15,7 +15,7 @@ from cafe.counter import ScriptedClient, make_responder, record_shift
 from cafe.recording import MalformedLine, RecordMode, load_recording
 from cafe.recording.output import UnsafeOutput, write_output
 from cafe.recording.writer import check_target, holds_recording
-from tests.recording.helpers import call, dump, end, header, request, response, run_cli
+from tests.recording.helpers import CUSTOMER_TEXT, call, dump, end, header, request, response, run_cli
 
 # Whether a file holds a recording is judged from its header read up to the line limit the
 # reader itself reads, so a recording with a long header (a long script: every customer line
@@ -211,3 +211,65 @@ def test_an_unordered_recording_holds_each_call_number_once(tmp_path: Path, numb
     with pytest.raises(MalformedLine) as caught:
         load_recording(_unordered(tmp_path, *numbers))
     assert caught.value.line == 3 and caught.value.field == "call" and caught.value.found == found
+
+
+def _extending(tmp_path: Path, version: int = 4, **extends: object) -> Path:
+    """A recording whose second call extends the first's messages by one, its `extends`
+    changed by `extends`."""
+    first = request()
+    whole = {"call": 1, "array": "messages", "count": 2}
+    reference = {**whole, "sha256": _digest_of(first, 2)}
+    reference.update(extends)
+    second = call(2, request={"messages": [{"role": "user", "content": "And a croissant."}]}, extends=reference)
+    path = tmp_path / "extending.jsonl"
+    path.write_bytes(dump(header(version=version), call(1, request=first), second, end(2)))
+    return path
+
+
+def _digest_of(request_: dict[str, object], count: int) -> str:
+    from cafe.recording.format import EMPTY_CHAIN, chained, reference_digest
+
+    chain = EMPTY_CHAIN
+    items = request_["messages"]
+    assert isinstance(items, list)
+    for item in items[:count]:
+        chain = chained(chain, item)
+    return reference_digest({key: value for key, value in request_.items() if key != "messages"}, chain)
+
+
+def test_a_call_that_extends_an_earlier_one_reads_as_the_whole_request(tmp_path: Path) -> None:
+    second = load_recording(_extending(tmp_path)).calls[1].request
+    added = {"role": "user", "content": "And a croissant."}
+    assert second == {**request(), "messages": [*request()["messages"], added]}
+
+
+@pytest.mark.parametrize(("version", "extends", "field"), [
+    (1, {}, "extends"),  # version 1 holds every request whole
+    (4, {"call": 2}, "extends.call"),  # itself, not an earlier call
+    (4, {"call": 7}, "extends.call"),
+    (4, {"call": "1"}, "extends.call"),
+    (4, {"count": 3}, "extends.count"),  # more messages than call 1 sent
+    (4, {"count": -1}, "extends.count"),
+    (4, {"array": "tools"}, "extends.array"),  # call 1's tools is null, not an array
+    (4, {"sha256": "f" * 64}, "extends.sha256"),  # call 1's line was changed, or it is another file's
+    (4, {"sha256": "not hex"}, "extends.sha256"),
+])
+def test_a_reference_that_does_not_hold_is_malformed_naming_its_line_and_field(
+        tmp_path: Path, version: int, extends: dict[str, object], field: str) -> None:
+    path = _extending(tmp_path, version, **extends)
+    before = path.read_bytes()
+    with pytest.raises(MalformedLine) as caught:
+        load_recording(path)
+    assert caught.value.line == 3 and caught.value.field == field
+    assert CUSTOMER_TEXT not in str(caught.value) and "\n" not in str(caught.value)
+    code, _, err = run_cli("replay", str(path))
+    assert code == MalformedLine.exit_code and err.count("\n") == 1 and CUSTOMER_TEXT not in err
+    assert path.read_bytes() == before
+
+
+def test_an_earlier_line_edited_after_recording_is_refused_by_the_line_that_extends_it(tmp_path: Path) -> None:
+    path = _extending(tmp_path)
+    path.write_bytes(path.read_bytes().replace(b"You are a barista.", b"You are a pirate."))
+    with pytest.raises(MalformedLine) as caught:
+        load_recording(path)
+    assert caught.value.line == 3 and caught.value.field == "extends.sha256"

@@ -19,6 +19,7 @@ from cafe.privacy import REDACTED, Scrubber
 from cafe.recording import FORMAT_VERSION, RecordingExhausted, ReplayMismatch, UnusedCalls, load_recording, normalise
 from cafe.recording.diff import first_difference
 from cafe.recording.errors import UnusableIgnorePath
+from cafe.recording.format import SHARED_VERSION
 from tests.recording.helpers import CUSTOMER_TEXT, run_cli
 
 SCRIPT = ["A latte and a chocolate croissant, please.", "Nothing else, thanks."]
@@ -35,7 +36,7 @@ def recorded(tmp_path: Path) -> Path:
 def test_header_calls_timing_and_end(recorded: Path):
     lines = [json.loads(line) for line in recorded.read_text().splitlines()]
     head = lines[0]
-    assert head["format"] == "cafe-recording" and head["version"] == FORMAT_VERSION
+    assert head["format"] == "cafe-recording" and head["version"] == SHARED_VERSION
     assert head["seed"] == 5 and head["clock_origin_unix_nano"] == 1_700_000_000_000_000_000
     assert head["script"] == SCRIPT and head["model"] == "scripted-barista-1"
     assert head["recorded_at"] == "2023-11-14T22:13:20.000000Z"
@@ -188,8 +189,14 @@ def test_cli_ignore_option(stamped: Path, tmp_path: Path):
     # The CLI replays a whole shift; here the declared path covers the tool_call_id.
     path = tmp_path / "shift.jsonl"
     record_shift(ScriptedClient(), SCRIPT, path, responder=make_responder([("approve", None)]))
+    # Held whole (version 1), so that one line's request can be edited without the lines
+    # that extend it refusing the edit.
+    recording = load_recording(path)
+    lines = [json.dumps({**recording.header.to_json(), "version": FORMAT_VERSION}) + "\n",
+             *(json.dumps({**{key: value for key, value in call.to_json().items() if key != "extends"},
+                           "request": call.request}) + "\n" for call in recording.calls),
+             *([json.dumps(recording.ending.to_json()) + "\n"] if recording.ending else [])]
     # Give the recorded second request other tool_call_ids: only the declared path excuses it.
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     second = json.loads(lines[2])
     changed = [m for m in second["request"]["messages"] if m.get("tool_call_id")]
     assert changed
@@ -320,3 +327,72 @@ def test_a_broad_configured_pattern_leaves_the_path_and_the_digests_readable(tmp
         replay.chat([{"role": "user", "content": "Hello."}])
     line = str(caught.value)
     assert "at $.messages[0].content: recorded text(12 chars, sha256 " in line and REDACTED not in line
+
+
+def _canned(calls: int) -> CannedClient:
+    return CannedClient([{"content": f"Coming up, number {n}."} for n in range(calls)])
+
+
+def _grown_conversation(tmp_path: Path, calls: int) -> tuple[Path, list[list[dict[str, Any]]]]:
+    """A recording of `calls` calls each sending the conversation before it grown by two
+    messages (as a shift does), and what each call sent."""
+    path = tmp_path / "grown.jsonl"
+    client = RecordingClient(_canned(calls), path)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a barista."}]
+    sent = []
+    for turn in range(calls):
+        messages.append({"role": "user", "content": f"{CUSTOMER_TEXT} {turn}"})
+        answer = client.chat(messages, temperature=0.25 * (turn % 2))
+        sent.append(json.loads(json.dumps(messages)))
+        messages.append(answer["choices"][0]["message"])
+    client.close()
+    return path, sent
+
+
+def test_a_request_that_extends_the_call_before_is_recorded_by_what_is_new_and_read_whole(tmp_path: Path):
+    path, sent = _grown_conversation(tmp_path, 30)
+    recording = load_recording(path)
+    assert recording.header.version == 4
+    assert [call.request["messages"] for call in recording.calls] == sent
+    assert [call.request["temperature"] for call in recording.calls] == [0.25 * (n % 2) for n in range(30)]
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert "extends" not in lines[0] and all(line["extends"]["call"] == line["call"] - 1 for line in lines[1:])
+    # Each line holds the two messages new since the call before (its answer, the next prompt).
+    assert all(len(line["request"]["messages"]) == 2 for line in lines[1:])
+
+
+def test_a_message_replaced_between_calls_is_recorded_as_sent(tmp_path: Path):
+    path = tmp_path / "edited.jsonl"
+    client = RecordingClient(_canned(2), path)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a barista."},
+                                      {"role": "user", "content": "A latte, please."}]
+    client.chat(messages)
+    messages[0] = {"role": "system", "content": "You are a barista who upsells."}  # the same list and last message
+    messages.append({"role": "user", "content": "And a croissant."})
+    client.chat(messages)
+    client.close()
+    second = load_recording(path).calls[1].request["messages"]
+    assert second[0]["content"] == "You are a barista who upsells." and len(second) == 3
+
+
+def test_a_replay_refuses_a_message_replaced_after_the_calls_before_matched(tmp_path: Path):
+    path, sent = _grown_conversation(tmp_path, 3)
+    replay = ReplayClient(path)
+    messages = sent[0]
+    replay.chat(messages, temperature=0.0)
+    messages.extend(sent[1][len(messages):])
+    replay.chat(messages, temperature=0.25)
+    messages[1] = {**messages[1], "content": "Something else entirely."}  # an earlier message, replaced
+    messages.extend(sent[2][len(messages):])
+    with pytest.raises(ReplayMismatch) as caught:
+        replay.chat(messages, temperature=0.0)
+    assert caught.value.call == 3 and caught.value.json_path == "$.messages[1].content"
+
+
+def test_a_shift_recorded_by_what_is_new_replays_with_the_same_transcript(tmp_path: Path):
+    path = tmp_path / "long.jsonl"
+    run, _ = record_shift(ScriptedClient(), ["A latte, please."] * 12, path, responder=make_responder([]),
+                          max_turns=40)
+    assert load_recording(path).header.version == 4
+    replayed, _ = replay_shift(path)
+    assert transcript(replayed) == transcript(run) and replayed.model_calls == run.model_calls > 12

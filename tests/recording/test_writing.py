@@ -241,7 +241,7 @@ def _cafe_limited(cwd: Path, limit_bytes: int, *argv: str) -> subprocess.Complet
 
 
 def test_a_recording_cut_by_a_full_disk_keeps_its_calls_and_says_where(tmp_path: Path) -> None:
-    done = _cafe_limited(tmp_path, 10_000, "shift", "--seed", "1", "--record", "shift.jsonl")
+    done = _cafe_limited(tmp_path, 5_000, "shift", "--seed", "1", "--record", "shift.jsonl")
     assert done.returncode == 30, done.stderr
     assert done.stderr.startswith("cafe: error: shift.jsonl: line ") and done.stderr.count("\n") == 1
     assert "could not be written to shift.jsonl.partial (file too large)" in done.stderr

@@ -52,14 +52,18 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_a_live_shift_recording_holds_the_cafe_calls_and_their_exchanges(recorded: Path) -> None:
     lines = [json.loads(line) for line in recorded.read_text().splitlines()]
     header, calls = lines[0], [line for line in lines if "call" in line]
-    assert header["version"] == 2 and header["model"] == "cafe-model-1" and header["script"]
+    assert header["version"] == 5 and header["model"] == "cafe-model-1" and header["script"]
     assert len(calls) == 2
-    for call in calls:
-        assert set(call["request"]) == {"messages", "tools", "temperature", "tool_choice"}
+    # The second call's conversation extends the first's: its line holds what is new in it.
+    assert "extends" not in calls[0] and calls[1]["extends"]["call"] == 1
+    assert set(calls[0]["request"]) == {"messages", "tools", "temperature", "tool_choice"}
+    read = load_recording(recorded).calls
+    assert [set(call.request) for call in read] == [set(calls[0]["request"])] * 2
+    for call, whole in zip(calls, read, strict=True):
         exchange = call["exchange"]
         assert exchange["method"] == "POST" and exchange["target"] == "/v1/chat/completions"
         assert exchange["request_json"]["model"] == "cafe-model-1"
-        assert exchange["request_json"]["messages"] == call["request"]["messages"]
+        assert exchange["request_json"]["messages"] == whole.request["messages"]
         assert exchange["response_json"]["choices"][0]["message"]["content"] == \
             call["response"]["choices"][0]["message"]["content"]
     assert KEY not in recorded.read_text()
@@ -122,11 +126,11 @@ def test_it_exports_to_an_otlp_receiver_renders_and_makes_a_golden_file(recorded
     assert done.returncode == 0 and "golden OTLP matches" in done.stdout
 
 
-def test_an_offline_shift_recording_stays_version_1(tmp_path: Path) -> None:
+def test_an_offline_shift_recording_is_version_4_without_exchanges(tmp_path: Path) -> None:
     path = tmp_path / "offline.jsonl"
     assert _cafe("shift", "--record", str(path), "--seed", "7").returncode == 0
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines[0]["version"] == 1
+    assert lines[0]["version"] == 4
     assert not any("exchange" in line for line in lines)
 
 

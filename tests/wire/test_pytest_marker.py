@@ -369,3 +369,37 @@ def test_a_marked_test_that_calls_through_neither_library_is_told_so_in_one_line
                        "record: no call went through httpx or httpx2 (the test imported neither: cafe records the "
                        "model calls made through them)"]
     assert not (pytester.path / "recordings" / "test_neither" / "test_by_hand.jsonl").exists()
+UNMARKED_MODULE = '''
+import httpx2  # a library the marked parameter could call through: it records no call
+import pytest
+
+
+def _cafe_hooks(config, name):
+    return [impl for impl in getattr(config.hook, name).get_hookimpls()
+            if getattr(impl.plugin, "__name__", "").startswith("cafe")]
+
+
+def test_plain(request):
+    assert not [name for name in request.fixturenames if "cafe" in name]
+    assert "runtest" not in vars(request.node)
+    assert not _cafe_hooks(request.config, "pytest_runtest_call")
+    assert not _cafe_hooks(request.config, "pytest_runtest_setup")
+
+
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.cafe_recording(path="two.jsonl"))])
+def test_one_marked_parameter(request, n):
+    wired = "_cafe_wire_recording" in request.fixturenames
+    assert wired == (n == 2)
+    assert ("runtest" in vars(request.node)) == (n == 2)
+'''
+
+
+def test_a_test_that_uses_neither_the_marker_nor_a_fixture_gets_no_fixture_wrapper_or_hook_of_the_plugins(
+        pytester: pytest.Pytester) -> None:
+    # Every test of a session where cafe is installed runs beside the plugins: only the marked
+    # one (here one parameter of a parametrized test, whose siblings share its fixture list)
+    # gets the wire recording's fixture and the wrapper of its body.
+    pytester.makepyfile(test_unmarked=UNMARKED_MODULE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    assert (pytester.path / "two.jsonl").exists()  # the marked parameter was recorded (no calls)

@@ -188,7 +188,7 @@ def test_usage_errors_are_one_line_with_their_exit_code(tmp_path: Path) -> None:
     assert _cafe(tmp_path, "shift", "--record", str(offline)).returncode == 0
     refused = _cafe(tmp_path, "replay-run", str(offline), "--", sys.executable, "-c", "pass")
     assert refused.returncode == 30
-    assert refused.stderr.splitlines() == [f"cafe: error: {offline}: it holds no HTTP exchanges (format version 1); "
+    assert refused.stderr.splitlines() == [f"cafe: error: {offline}: it holds no HTTP exchanges (format version 4); "
                                            f"replay it with `cafe replay {offline}`"]
 
 
