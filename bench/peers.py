@@ -69,6 +69,12 @@ PEERS = (
          ("opentelemetry-instrumentation-genai-openai==1.3b0", "opentelemetry-util-genai==1.3b0",
           OTEL_INSTRUMENTATION),
          (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT"),), True),
+    # The official package most users have: it imports under openai 3.x once `httpx` is installed,
+    # with opentelemetry-util-genai at most 1.1b0 (its later releases dropped what 2.4b0 imports).
+    Peer("openai_v2", "official OTel (opentelemetry-instrumentation-openai-v2)",
+         ("opentelemetry-instrumentation-openai-v2==2.4b0", "opentelemetry-util-genai==1.1b0", "httpx==0.28.1",
+          OTEL_INSTRUMENTATION),
+         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false"),), True),
     Peer("openllmetry", "OpenLLMetry (opentelemetry-instrumentation-openai)",
          ("opentelemetry-instrumentation-openai==0.62.4", "opentelemetry-semantic-conventions-ai==0.5.1",
           OTEL_INSTRUMENTATION),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cafe.apis import CallRequest, CallResponse, Operation, RequestContent
+from cafe.apis import CallRequest, CallResponse, RequestContent
 from cafe_otel import semconv as sc
 from cafe_otel._spans import content
 
@@ -44,8 +44,8 @@ def request_attributes(asked: CallRequest, request: WireRequest) -> dict[str, An
         found[sc.GEN_AI_REQUEST_SEED] = asked.seed
     if asked.choice_count is not None:
         found[sc.GEN_AI_REQUEST_CHOICE_COUNT] = asked.choice_count
-    if asked.operation is Operation.CHAT:
-        found[sc.GEN_AI_REQUEST_STREAM] = asked.stream
+    if asked.stream:  # the conventions: set if and only if the request streams
+        found[sc.GEN_AI_REQUEST_STREAM] = True
     if asked.output_type is not None:
         found[sc.GEN_AI_OUTPUT_TYPE] = asked.output_type
     if asked.service_tier is not None:

@@ -239,7 +239,8 @@ class _ModelCall:
                 error_type=error_type, duration_s=(outcome.at_ns - started_ns) / 1e9,
                 input_tokens=answer.usage.input_tokens, output_tokens=answer.usage.output_tokens,
                 time_to_first_chunk_s=found.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK),
-                chunk_gaps_s=reader.gaps if asked.stream else (), operation=asked.operation.value))
+                chunk_gaps_s=reader.gaps if asked.stream else (), operation=asked.operation.value,
+                service_tier=answer.service_tier, system_fingerprint=answer.system_fingerprint))
 
 
 class GenAIWireObserver:

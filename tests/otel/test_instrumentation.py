@@ -128,7 +128,7 @@ def test_a_plain_call_is_one_client_span_with_the_request_and_the_answer(server:
     assert attributes[sc.GEN_AI_REQUEST_SEED] == 7
     assert attributes[sc.GEN_AI_REQUEST_CHOICE_COUNT] == 2
     assert attributes[sc.GEN_AI_OUTPUT_TYPE] == "json"
-    assert attributes[sc.GEN_AI_REQUEST_STREAM] is False
+    assert sc.GEN_AI_REQUEST_STREAM not in attributes  # set if and only if the request streams
     assert attributes[sc.GEN_AI_RESPONSE_MODEL] == "gpt-test"
     assert attributes[sc.GEN_AI_RESPONSE_ID].startswith("chatcmpl-")
     assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
@@ -154,6 +154,31 @@ def test_the_call_records_the_client_metrics_with_the_spec_buckets(server: OpenA
     # Not a streamed call: the chunk metrics are not reported (the spec: SHOULD NOT).
     assert metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == []
     assert metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK) == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_token_and_duration_points_carry_the_answers_service_tier_and_fingerprint(
+        server: OpenAIServer, stream: bool) -> None:
+    server.answer_head(service_tier="default", system_fingerprint="fp_44709d6fcb")
+    with Pipeline() as pipeline:
+        answer = _client(server).chat.completions.create(
+            model="gpt-test", messages=MESSAGES, stream=stream,  # type: ignore[arg-type]
+            **({"stream_options": {"include_usage": True}} if stream else {}))
+        for _ in answer if stream else ():  # type: ignore[union-attr]
+            pass
+        pipeline.finished()
+    metrics = pipeline.metrics
+    points = [*metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION),
+              *metrics.points(sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)]
+    assert len(points) == 3
+    for point in points:
+        attributes = dict(point.attributes)
+        assert attributes[sc.OPENAI_RESPONSE_SERVICE_TIER] == "default"
+        assert attributes[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] == "fp_44709d6fcb"
+    # openai.md adds them to those two metrics only.
+    for point in metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK):
+        assert sc.OPENAI_RESPONSE_SERVICE_TIER not in dict(point.attributes)
+    assert bool(metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK)) is stream
 
 
 def test_a_stream_is_marked_timed_to_its_first_chunk_and_its_chunks_recorded(server: OpenAIServer) -> None:
