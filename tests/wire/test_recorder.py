@@ -200,3 +200,8 @@ def test_cafe_record_of_a_call_too_large_to_record_fails_in_one_line(tmp_path: P
     assert last.startswith("cafe: error: ") and "call 2 (POST /v1/chat/completions) cannot be recorded" in last
     assert "recorded" not in done.stdout
     assert not recording.exists()
+    # The calls that were recorded are kept where the line says, beside the recording.
+    partial = recording.with_name(recording.name + ".partial")
+    assert str(partial) in last and partial.exists()
+    assert len(partial.read_text(encoding="utf-8").splitlines()) >= 2  # the header and call 1
+    assert not list(tmp_path.glob(".cafe-run-*"))
