@@ -86,18 +86,25 @@ def response_attributes(answer: CallResponse, found: dict[str, Any]) -> None:
         found[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = answer.dimension_count
 
 
-def content_attributes(said: RequestContent, answer: CallResponse) -> dict[str, Any]:
-    """The content attributes of a call (only with capture on), as JSON strings."""
+def content_parts(said: RequestContent, answer: CallResponse) -> dict[str, Any]:
+    """The content of a call (only with capture on) as the conventions structure it: the
+    content event's attribute values."""
     found: dict[str, Any] = {}
     if said.system_instructions:
-        found[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = content.to_json(said.system_instructions)
+        found[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = said.system_instructions
     if said.input_messages:
-        found[sc.GEN_AI_INPUT_MESSAGES] = content.to_json(said.input_messages)
+        found[sc.GEN_AI_INPUT_MESSAGES] = said.input_messages
     if answer.output_messages:
-        found[sc.GEN_AI_OUTPUT_MESSAGES] = content.to_json(answer.output_messages)
+        found[sc.GEN_AI_OUTPUT_MESSAGES] = answer.output_messages
     if said.tool_definitions:
-        found[sc.GEN_AI_TOOL_DEFINITIONS] = content.to_json(said.tool_definitions)
+        found[sc.GEN_AI_TOOL_DEFINITIONS] = said.tool_definitions
     return found
+
+
+def content_attributes(said: RequestContent, answer: CallResponse) -> dict[str, Any]:
+    """The content attributes of a call (only with capture on), as JSON strings: a span's
+    attribute values cannot be structured."""
+    return {key: content.to_json(value) for key, value in content_parts(said, answer).items()}
 
 
 def span_name(asked: CallRequest) -> str:
