@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint e2e binaries bench bench-smoke up down clean
+.PHONY: demo test lint e2e without-example binaries bench bench-smoke up down clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+## The product without its worked example: a copy with the café deleted, type-checked and tested.
+without-example: $(STAMP)
+	VENV=$(VENV) bash scripts/without-example.sh
 
 ## Build (or reuse) the Collector and Jaeger binaries from their Go modules.
 binaries:

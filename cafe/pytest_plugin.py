@@ -35,8 +35,10 @@ recorded on its first run and replayed afterwards:
   usage line before any test runs.
 
 A plugin built on this one (the café example's `cafe_recording` fixture,
-`cafe.counter.pytest_plugin`) declares its fixtures with `cafe._pytest.options.extend`: a
-test that asks for one is recorded and replayed by it, not by the marker.
+`cafe.counter.pytest_plugin`) is registered from the `cafe.pytest_plugins` entry-point group
+(one whose package is not there is left out), and declares its fixtures with
+`cafe._pytest.options.extend`: a test that asks for one is recorded and replayed by it, not
+by the marker.
 
 pytest imports this module in every session on a machine where cafe is installed, used or
 not, so it imports nothing of the harness at module level: the recording machinery is
@@ -68,6 +70,28 @@ from cafe._pytest.options import recording_name as recording_name
 MARKER_HELP = ("cafe_recording(path=None, *, ignore=(), allow_truncated=False, allow_hosts=()): where this "
                "test's cafe recording lives (relative to the test file), which request fields replay ignores "
                "and which hosts a replaying test may still reach")
+
+
+PLUGIN_GROUP = "cafe.pytest_plugins"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register the plugins built on this one, before options are read (their own options are
+    added as any plugin's are)."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        name = f"cafe-{entry.name}"
+        if pluginmanager.has_plugin(name):
+            continue
+        try:
+            plugin = entry.load()
+        except ModuleNotFoundError as error:
+            module = entry.value.split(":", 1)[0]
+            if error.name is not None and (module == error.name or module.startswith(error.name + ".")):
+                continue  # registered, but its package is not there (an example deleted)
+            raise
+        pluginmanager.register(plugin, name)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

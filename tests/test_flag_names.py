@@ -38,7 +38,7 @@ SPEAKS_FOR: dict[str, tuple[str, ...]] = {
     "cafe/_pytest/marked.py": (PYTEST,),
     "cafe/counter/pytest_plugin.py": (PYTEST,),
     "cafe/recording/check.py": ("check-recording",),
-    "cafe/recording/errors.py": ("replay", "export", "golden"),
+    "cafe/recording/errors.py": ("replay-run", "view", "export"),
     "cafe_otel/_counter/golden.py": ("golden",),
 }
 
@@ -149,7 +149,8 @@ def test_the_source_names_flags_somewhere() -> None:
     flags = {(m.where.split(":")[0], m.flag) for m in source_mentions()}
     assert ("cafe_otel/_cli/plugin.py", "--otlp") in flags
     assert ("cafe/pytest_plugin.py", "--cafe-record-mode") in flags
-    assert ("cafe/counter/cli.py", "--decision") in flags
+    if (REPO / "cafe" / "counter").is_dir():  # the café example, when it is there
+        assert ("cafe/counter/cli.py", "--decision") in flags
 
 
 def test_every_flag_named_in_the_source_exists(commands, pytestconfig) -> None:
@@ -164,10 +165,10 @@ def test_every_flag_named_in_a_help_text_exists(commands, pytestconfig) -> None:
 
 @pytest.mark.parametrize(("text", "speaks_for", "wrong"), [
     ("retry with --no-such-flag", (), "--no-such-flag is not an option of any cafe command"),
-    ("accept it with --update-golden", ("golden",), "--update-golden is not an option of cafe golden"),
-    ("run `cafe replay --update`", (), "--update is not an option of cafe replay"),
+    ("draw it with --update-page", ("view",), "--update-page is not an option of cafe view"),
+    ("run `cafe view --update`", (), "--update is not an option of cafe view"),
     ("run `cafe brew --seed 1`", (), "names `cafe brew`, which is no command"),
-    ("use it with --allow-truncated", ("replay", "shift"), "--allow-truncated is not an option of cafe shift"),
+    ("use it with --allow-truncated", ("view", "record"), "--allow-truncated is not an option of cafe record"),
     ("run with --record-mode=sometimes", (), "--record-mode=sometimes is not one of"),
     ("run with --no-such-pytest-flag", (PYTEST,), "--no-such-pytest-flag is not a pytest option"),
 ])
@@ -178,11 +179,11 @@ def test_a_message_naming_a_missing_flag_is_caught(commands, pytestconfig, text,
 
 
 @pytest.mark.parametrize(("text", "speaks_for"), [
-    ("x --seed 7 --record-mode=all", ()),
-    ("run `cafe golden r.jsonl g.otlp --update`", ()),
-    ("accept it with --update", ("golden",)),
-    ("add --otlp to `cafe shift` or `cafe export`", ()),
-    ("use it with --allow-truncated", ("replay", "export")),
+    ("x --ignore metadata.run_id --record-mode=all", ()),
+    ("run `cafe view r.jsonl -o r.html --allow-truncated`", ()),
+    ("show them with --allow-truncated", ("view",)),
+    ("add --otlp to `cafe view` or `cafe export`", ()),
+    ("use it with --allow-truncated", ("replay-run", "export")),
     ("--cafe-record-mode=all", (PYTEST,)),
 ])
 def test_a_message_naming_real_flags_passes(commands, pytestconfig, text, speaks_for) -> None:

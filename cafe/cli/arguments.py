@@ -39,7 +39,7 @@ class AttachedValue(argparse.Action):
     """An option that is a flag, or takes its value attached: `--otlp` or `--otlp=URL`.
 
     argparse lets an optional value (`nargs="?"`) swallow the next word, so in
-    `cafe replay --otlp shift.jsonl` the path would be taken for the endpoint. Before parsing,
+    `cafe export --otlp shift.jsonl` the path would be taken for the endpoint. Before parsing,
     `attach_values` rewrites each bare use: the next word is taken as the value only when
     `separate(word)` accepts it (for an endpoint, a word with a scheme), else the option
     stands alone."""

@@ -120,7 +120,7 @@ class RecordingNotClean(RecordingError):
 
 
 class UnusableIgnorePath(UsageError):
-    """A declared ignore path (`cafe replay --ignore`, the marker's `ignore=`) that would make replay
+    """A declared ignore path (`cafe replay-run --ignore`, the marker's `ignore=`) that would make replay
     check next to nothing, or nothing at all; the message says what to write instead."""
 
 

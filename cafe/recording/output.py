@@ -1,4 +1,4 @@
-"""Writing a command's output file (`cafe export --out`, `cafe golden --update`) without
+"""Writing a command's output file (`cafe export --out`, a plugin's golden file) without
 destroying what the command reads.
 
 No output replaces a file the command reads (the same file, by device and inode, whatever

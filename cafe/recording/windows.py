@@ -3,7 +3,7 @@
 A call with `timing` sits where it was recorded. One without (a plain recording from
 another harness) gets a synthetic, deterministic place: 1 ms long, 1 ms apart, after a 1 ms
 lead-in from the header's clock origin (or 0). `cafe export`, `cafe view` and
-`cafe replay --show` all draw a recording on this timeline, so a span and a waterfall bar
+the café example's replay waterfall all draw a recording on this timeline, so a span and a waterfall bar
 of the same call agree.
 """
 

@@ -172,8 +172,9 @@ def _create_partial(path: Path) -> IO[bytes]:
     except FileExistsError:
         raise Unwritable(
             path, f"{partial} exists: another recording of it is in progress, or an earlier one "
-                  f"was interrupted and left its calls there (replay them with "
-                  f"`cafe replay {partial} --allow-truncated`, or remove it)", what=_WHAT
+                  f"was interrupted and left its calls there (look at them with `cafe view {partial} "
+                  f"--allow-truncated -o calls.html`, replay them with `cafe replay-run {partial} "
+                  f"--allow-truncated -- <program>`, or remove it)", what=_WHAT
         ) from None
     return os.fdopen(descriptor, "wb", buffering=0)  # written a whole line a call (`_append`)
 

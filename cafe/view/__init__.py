@@ -1,5 +1,5 @@
 """Pages to look at instead of reading: `cafe view RECORDING -o shift.html` (a recorded shift)
-and the mismatch report of a failed replay (`cafe replay --report`, the pytest plugin).
+and the mismatch report of a failed replay (the pytest plugin's, a plugin command's).
 
 What a page shows of a recording is scrubbed first (`scrubbing.scrubbed`), with the scrubber
 the recorder and `cafe export` use: a file another harness wrote may hold a key."""

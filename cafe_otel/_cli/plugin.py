@@ -1,8 +1,8 @@
 """The `cafe` command's OpenTelemetry plugin (entry point `cafe.plugins: otel`).
 
-Adds `--otlp[=ENDPOINT]`, `--otlp-protocol` and `--capture-content` to `cafe shift` and
-`cafe replay`, the command `cafe export RECORDING [--otlp=ENDPOINT] [--out FILE]`, and
-`cafe golden RECORDING GOLDEN [--update] [--allow-truncated]` (a replay's OTLP bytes against a golden file).
+Adds `--otlp[=ENDPOINT]`, `--otlp-protocol` and `--capture-content` to the commands that open
+a telemetry session (a plugin's, such as the café example's), and the command
+`cafe export RECORDING [--otlp=ENDPOINT] [--out FILE]`.
 Export is on with `--otlp` or whenever OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 The session's close() shuts telemetry down within a bound and reports one line, e.g.
 `telemetry: 17 spans exported, 0 dropped`. Errors are CafeErrors: one line, no traceback.

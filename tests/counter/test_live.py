@@ -250,11 +250,14 @@ def test_openai_fallback_settings_reach_the_server():
 
 @local
 def test_unreachable_endpoint_is_a_model_call_error():
-    with chat_server(KEY) as server:
-        url = server.base_url
-    client = LiveClient(LiveSettings(url, Secret(KEY), "m"), max_retries=0, timeout=5)
-    with pytest.raises(ModelCallError) as caught:
-        client.chat([{"role": "user", "content": "hello"}])
+    # A port held bound but not listening refuses every connection; a port freed after use
+    # could be taken by another program on a busy machine.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+        client = LiveClient(LiveSettings(url, Secret(KEY), "m"), max_retries=0, timeout=5)
+        with pytest.raises(ModelCallError) as caught:
+            client.chat([{"role": "user", "content": "hello"}])
     assert "APIConnectionError" in str(caught.value)
     _assert_no_key(str(caught.value))
 

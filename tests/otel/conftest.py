@@ -5,14 +5,11 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import cafe
-from cafe import counter
 from cafe_otel import BatchOptions, TelemetryHandle, configure
 
 SEED_DECISIONS = [("approve", None)]
@@ -37,12 +34,6 @@ def telemetry() -> Iterator[Telemetry]:
 
 
 SEED_CONVERSATION_ID = "shift-1"  # given, so that two runs of the seed shift compare equal
-
-
-def seed_shift(tracer: cafe.Tracer, client: Any = None) -> counter.ShiftRun:
-    """The seed's two-line shift."""
-    return counter.run_shift(client or counter.ScriptedClient(), counter.DEFAULT_SCRIPT,
-                          counter.make_responder(SEED_DECISIONS), tracer=tracer, conversation_id=SEED_CONVERSATION_ID)
 
 
 def span_tree(spans: Sequence[ReadableSpan], *, keys: bool = False) -> list[tuple]:

@@ -14,7 +14,7 @@ from cafe_otel import AdvancedOptions, BatchOptions, OTelTracer, TelemetryConfig
 from cafe_otel._spans.content import CaptureMode
 from tests.timing import SCHEDULING_SLACK
 
-from .conftest import seed_shift
+from .shift import seed_shift
 
 
 def test_defaults():

@@ -16,7 +16,8 @@ from cafe_otel import BatchOptions, BoundedBatchSpanProcessor, FailSoftSpanExpor
 from cafe_otel._export.failsoft import GRACE_SECONDS, ExportRunner
 from tests.timing import SCHEDULING_SLACK
 
-from .conftest import closed_port, seed_shift
+from .conftest import closed_port
+from .shift import seed_shift
 
 SHIFT_SPANS = 17  # the seed shift: invoke_agent, setup, 5 turns, 5 chats, 4 tools, wrapup
 SECRET = "CANARY-in-the-error-message"

@@ -77,12 +77,13 @@ def _cli_without_grpc(args: list[str], cwd: Path) -> subprocess.CompletedProcess
 
 
 def test_record_and_replay_run_without_grpc_and_otlp_grpc_names_the_extra(tmp_path):
-    path = tmp_path / "shift.jsonl"
-    recorded = _cli_without_grpc(["shift", "--record", str(path), "--seed", "3"], tmp_path)
-    assert recorded.returncode == 0, recorded.stderr
-    replayed = _cli_without_grpc(["replay", str(path)], tmp_path)
-    assert replayed.returncode == 0, replayed.stderr
-    asked = _cli_without_grpc(["replay", str(path), "--otlp-protocol", "grpc", "--otlp", "http://127.0.0.1:9"],
+    path = tmp_path / "agent.jsonl"
+    program = ["--", sys.executable, "-c", "print('served')"]
+    recorded = _cli_without_grpc(["record", str(path), *program], tmp_path)
+    assert recorded.returncode == 0 and "served" in recorded.stdout, recorded.stderr
+    replayed = _cli_without_grpc(["replay-run", str(path), *program], tmp_path)
+    assert replayed.returncode == 0 and "served" in replayed.stdout, replayed.stderr
+    asked = _cli_without_grpc(["export", str(path), "--otlp-protocol", "grpc", "--otlp", "http://127.0.0.1:9"],
                               tmp_path)
     assert asked.returncode == 20, asked.stderr
     assert "Traceback" not in asked.stderr

@@ -258,9 +258,9 @@ def test_an_error_answer_is_named_by_its_status_on_span_and_metric(server: OpenA
 
 
 def test_a_timeout_is_its_own_error_type_with_a_qualified_exception_type(server: OpenAIServer) -> None:
-    server.delay(1.0)
+    server.delay(3.0)  # far past the timeout, so a busy machine still times out reading
     with Pipeline() as pipeline:
-        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=0.2)
+        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=0.5)
         with pytest.raises(openai.APITimeoutError):
             client.chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
         (span,) = pipeline.finished()

@@ -13,7 +13,8 @@ import cafe
 import cafe.counter
 from cafe_otel._spans.listener import SpanListener
 
-from .conftest import seed_shift, span_tree
+from .conftest import span_tree
+from .shift import seed_shift
 
 ORIGIN = 1_700_000_000_000_000_000
 

@@ -33,8 +33,8 @@ from cafe_otel import (
 from cafe_otel._privacy.processor import SpanSanitiser
 from cafe_otel.semconv import GEN_AI_REQUEST_MODEL, METADATA_ALLOWLIST
 
-from .conftest import seed_shift
 from .metadata_examples import LEGIT, MARK
+from .shift import seed_shift
 
 ALLOWED = sorted(METADATA_ALLOWLIST)
 foreign_keys = st.one_of(

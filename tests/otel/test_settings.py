@@ -30,7 +30,8 @@ from cafe_otel._config.environment import LIMIT_VARIABLES
 from cafe_otel._config.sampling import SAMPLERS, sampler_from
 from cafe_otel._config.settings import resolve_batch_settings
 
-from .conftest import closed_port, seed_shift
+from .conftest import closed_port
+from .shift import seed_shift
 
 # Bounds: an out-of-range setting is a configuration error (exit 20) naming the variable.
 

@@ -14,7 +14,8 @@ import cafe.counter
 import cafe_otel
 from cafe_otel import SCHEMA_URL, OTelTracer
 
-from .conftest import seed_shift, span_tree
+from .conftest import span_tree
+from .shift import seed_shift
 
 MODEL, PROVIDER = "scripted-barista-1", "cafe.scripted"
 ORIGIN = 1_700_000_000_000_000_000

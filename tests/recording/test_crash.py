@@ -76,9 +76,15 @@ def test_sigkill_under_mode_all_keeps_the_previous_recording_whole(tmp_path: Pat
     # The next recording is refused until the partial is dealt with, and says how.
     code, _, err = run_cli("shift", "--record", str(path), "--record-mode", "all", "--seed", "1")
     assert code == RecordingUnwritable.exit_code and err.count("\n") == 1
-    assert f"cafe replay {partial} --allow-truncated" in err
+    assert f"cafe view {partial} --allow-truncated -o calls.html" in err
+    assert f"cafe replay-run {partial} --allow-truncated -- <program>" in err
     assert path.read_bytes() == before
-    # Following the remedy works: the kept calls replay (up to the last complete one)...
+    # Following the remedy works: the kept calls are drawn (up to the last complete one)...
+    page = tmp_path / "calls.html"
+    code, out, err = run_cli("view", str(partial), "--allow-truncated", "-o", str(page))
+    assert code == 0, err
+    assert page.stat().st_size > 0 and page.stat().st_mode & 0o777 == 0o600
+    # ...the café's own replay reads them too...
     code, out, err = run_cli("replay", str(partial), "--allow-truncated")
     assert code == 0, err
     assert "with 0 model calls" in out
