@@ -466,15 +466,15 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
 
 
 def _say_local(handle: TelemetryHandle) -> None:
-    """A handle that asked to be the global one and could not be: what it is instead, said in
-    its account and as a warning, with how a zero-code process declares its shapes."""
+    """A handle that asked to be the global one and could not be: what it is instead, said as
+    a warning (where the caller is), with how a zero-code process declares its shapes. Not in
+    the account: the handle's own spans are counted there as always."""
     by = ("an earlier configure() (under opentelemetry-instrument, its configurator's)" if global_handle() is not None
           else "another TracerProvider")
     text = (f"configure(): the global providers were already set by {by}; this handle is local: only what "
             "reports through it (handle.tracer(), instrument(telemetry=handle)) uses its settings and shapes, "
             f"and instrumented libraries report through the global ones (zero-code: declare shapes with "
             f"{v.OTEL_PYTHON_CAFE_SHAPES}=package.module:TABLE)")
-    handle.account.note_error(text)
     warnings.warn(text, RuntimeWarning, stacklevel=4)  # at the caller of configure()
 
 
