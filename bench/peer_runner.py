@@ -34,6 +34,7 @@ API_KEY = "sk-bench-not-a-real-key"
 # What each peer is called in the spec, its instrumentor, and the distribution to report.
 PEERS = {
     "official": ("opentelemetry.instrumentation.genai.openai", "opentelemetry-instrumentation-genai-openai"),
+    "openai_v2": ("opentelemetry.instrumentation.openai_v2", "opentelemetry-instrumentation-openai-v2"),
     "openllmetry": ("opentelemetry.instrumentation.openai", "opentelemetry-instrumentation-openai"),
     "openinference": ("openinference.instrumentation.openai", "openinference-instrumentation-openai"),
 }

@@ -69,6 +69,12 @@ PEERS = (
          ("opentelemetry-instrumentation-genai-openai==1.3b0", "opentelemetry-util-genai==1.3b0",
           OTEL_INSTRUMENTATION),
          (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT"),), True),
+    # The official package most users have: it imports under openai 3.x once `httpx` is installed,
+    # with opentelemetry-util-genai at most 1.1b0 (its later releases dropped what 2.4b0 imports).
+    Peer("openai_v2", "official OTel (opentelemetry-instrumentation-openai-v2)",
+         ("opentelemetry-instrumentation-openai-v2==2.4b0", "opentelemetry-util-genai==1.1b0", "httpx==0.28.1",
+          OTEL_INSTRUMENTATION),
+         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false"),), True),
     Peer("openllmetry", "OpenLLMetry (opentelemetry-instrumentation-openai)",
          ("opentelemetry-instrumentation-openai==0.62.4", "opentelemetry-semantic-conventions-ai==0.5.1",
           OTEL_INSTRUMENTATION),
@@ -176,13 +182,30 @@ def _child_env(extra: Iterable[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
-def workload() -> dict[str, Any]:
-    """The request and the mock's answer, the same for every variant."""
-    # The third call of the synthetic session: system prompt, a finished exchange (user line,
-    # assistant tool calls, two tool results, the answer), a new user line; answered with two
-    # tool calls.
+REQUEST_SIZES = ("small", "medium", "large")
+"""The request's sizes: about 1 KB, 3.6 KB (the default) and 20 KB of JSON."""
+
+
+def _request(size: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """(messages, tools, the synthetic answer) of a request of `size`: the third call of the
+    synthetic session (system prompt, a finished exchange, a new user line, five tool schemas)
+    for `medium`; its system prompt, its last user line and one tool schema for `small`; the
+    44th call with the last 22 exchanges kept for `large` (a long-context agent's)."""
+    if size == "large":
+        call = synthetic_calls(44, window=22)[-1]
+        return call.messages, call.tools, synthetic_calls(3)[2].response
     call = synthetic_calls(3)[2]
-    response = call.response
+    if size == "small":
+        return [call.messages[0], call.messages[-1]], call.tools[:1], call.response
+    if size != "medium":
+        raise ValueError(f"request size {size!r}: one of {', '.join(REQUEST_SIZES)}")
+    return call.messages, call.tools, call.response
+
+
+def workload(size: str = "medium") -> dict[str, Any]:
+    """The request and the mock's answer, the same for every variant: the answer is two tool
+    calls whatever the request's size."""
+    messages, tools, response = _request(size)
     message = dict(response["choices"][0]["message"])
     message.update(refusal=None, annotations=[])
     usage = dict(response["usage"])
@@ -195,12 +218,14 @@ def workload() -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls"}],
         "usage": usage,
     }
-    user_lines = [m["content"] for m in call.messages if m["role"] == "user"]
+    user_lines = [m["content"] for m in messages if m["role"] == "user"]
     arguments = [c["function"]["arguments"] for c in message["tool_calls"]]
-    tool_results = [m["content"] for m in call.messages if m["role"] == "tool"]
-    markers = [*user_lines, *arguments, *tool_results, call.messages[0]["content"][:60]]
-    return {"base_url": BASE_URL, "model": MODEL, "messages": call.messages, "tools": call.tools,
-            "body": body, "markers": markers}
+    tool_results = [m["content"] for m in messages if m["role"] == "tool"]
+    markers = [*user_lines, *arguments, *tool_results, messages[0]["content"][:60]]
+    return {"base_url": BASE_URL, "model": MODEL, "messages": messages, "tools": tools,
+            "body": body, "markers": markers, "request_size": size,
+            "request_bytes": len(json.dumps({"messages": messages, "model": MODEL, "tools": tools,
+                                             "temperature": 0.0}))}
 
 
 @dataclass

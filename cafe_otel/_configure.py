@@ -49,6 +49,7 @@ from cafe.privacy import Scrubber, structure_scrubber
 from cafe.trace import Clock, Tracer, fail_soft
 from cafe_otel import semconv as sc
 from cafe_otel._config import TelemetryConfig, resolve
+from cafe_otel._config import variables as v
 from cafe_otel._config.capture import CaptureMode
 from cafe_otel._config.environment import span_limits
 from cafe_otel._config.metrics import MetricSettings
@@ -71,9 +72,13 @@ from cafe_otel._privacy import shapes as sh
 from cafe_otel._privacy.logs import redact_records, redactor
 from cafe_otel._privacy.metrics import MetricsSanitiser
 from cafe_otel._privacy.processor import SpanSanitiser
+from cafe_otel._spans.scope import our_version
 from cafe_otel._spans.tracer import OTelTracer
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider
+
+    from cafe_otel._export.logs_export import ContentEventExporter
     from cafe_otel._wire.builder import CallBuilder
     from cafe_otel._wire.observer import GenAIWireObserver
 
@@ -112,6 +117,9 @@ class TelemetryHandle:
     _metrics: MetricsListener | None = field(default=None, repr=False)
     _in_process: InProcessMetrics | None = field(default=None, repr=False)
     _builder: CallBuilder | None = field(default=None, repr=False)
+    # The content event's pipeline (a log record), made only when capture sends content there.
+    logger_provider: LoggerProvider | None = field(default=None, repr=False)
+    _log_exporter: ContentEventExporter | None = field(default=None, repr=False)
     _builder_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _closed: bool = field(default=False, repr=False)
     is_global: bool = False
@@ -134,7 +142,10 @@ class TelemetryHandle:
             otel_tracer_of(self.provider), metrics=self._metrics,
             capture=self.settings.capture if self.settings is not None else CaptureMode.NO_CONTENT,
             wall_clock=wall_clock, on_secret=self.add_secrets, on_error=account.add_listener_error,
-            builder=None if self._closed else self._call_builder())
+            builder=None if self._closed else self._call_builder(),
+            event_logger=(self.logger_provider.get_logger(sc.INSTRUMENTATION_NAME, our_version(),
+                                                          schema_url=sc.SCHEMA_URL)
+                          if self.logger_provider is not None else None))
 
     def _call_builder(self) -> CallBuilder:
         from cafe_otel._wire.builder import CallBuilder
@@ -174,19 +185,23 @@ class TelemetryHandle:
             self._metrics.add_secrets(secrets)
         if self._metric_exporter is not None:
             self._metric_exporter.add_secrets(secrets)
+        if self._log_exporter is not None:
+            self._log_exporter.add_secrets(secrets)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> bool:
         bound = seconds_in_range(timeout, "force_flush timeout", low_inclusive=True)
         if self.provider is None:
             return True
         flushed = True
-        if self._builder is not None:  # the calls still being built, before their spans are flushed
+        if self._builder is not None:  # what is still to build (or waits for a retry) reaches the processors first
             started = time.monotonic()
-            flushed = self._builder.drain(bound)
+            flushed = self._builder.drain(bound, expire=True)
             bound = max(bound - (time.monotonic() - started), 0.0)
         flushed = self.provider.force_flush(int(bound * 1000)) and flushed
         if self.meter_provider is not None:
             flushed = self.meter_provider.force_flush(bound * 1000) and flushed
+        if self.logger_provider is not None:
+            flushed = self.logger_provider.force_flush(int(bound * 1000)) and flushed
         return flushed
 
     def shutdown(self, timeout: float | None = None) -> float:
@@ -202,6 +217,7 @@ class TelemetryHandle:
         if self._builder is not None:  # every call heard so far reaches the processors below
             self._builder.close(self.shutdown_timeout if timeout is None else timeout)
         metrics = self._shut_metrics_down(timeout)
+        logs = self._shut_logs_down()
         if self._batch is not None:
             self._batch.shutdown(timeout=timeout)
         # Everything below is already shut down; this only marks the provider closed.
@@ -212,7 +228,20 @@ class TelemetryHandle:
             # before anyone reads the report, so wait for it, not only for the shutdown.
             metrics.join(max(started + bound - time.monotonic(), 0.0) + 0.1)
             self._metric_exporter.wait_settled(max(started + bound - time.monotonic(), 0.0) + 0.1)
+        if logs is not None:  # each export is bounded by the boundary; the wait by the handle's bound
+            bound = self.shutdown_timeout if timeout is None else timeout
+            logs.join(max(started + bound - time.monotonic(), 0.0) + 0.1)
         return time.monotonic() - started
+
+    def _shut_logs_down(self) -> threading.Thread | None:
+        """Start the logs' shutdown (their last export) beside the spans' own."""
+        provider = self.logger_provider
+        if provider is None:
+            return None
+        worker = threading.Thread(target=lambda: fail_soft(provider.shutdown, "logs shutdown"),
+                                  name="cafe-otel-logs-shutdown", daemon=True)
+        worker.start()
+        return worker
 
     def _shut_metrics_down(self, timeout: float | None) -> threading.Thread | None:
         """Start the metrics shutdown (its final export) beside the spans' own, under the
@@ -328,9 +357,6 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     """The providers, their chains and the handle, from `config` alone."""
     settings, limits, advanced = config.settings, config.batch, config.advanced
     account = TelemetryAccount()
-    if settings.capture.on_event:
-        account.note_error(f"content capture {settings.capture.value}: the content event is not emitted "
-                           "(it is a log record; content goes on spans only)")
     secrets = config.secrets  # read by the span sanitiser and the metrics listener both
     if settings.disabled or config.sampler is None or config.span_limits is None:
         return TelemetryHandle(provider=None, account=account, settings=settings, replay=advanced.replay)
@@ -413,6 +439,19 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
     provider.add_span_processor(batch)
     handle = TelemetryHandle(provider=provider, account=account, settings=settings, replay=advanced.replay,
                              shutdown_timeout=limits.shutdown_timeout, _batch=batch, _sanitiser=sanitiser)
+    # A caller who hands in the span exporter (or asks for the console) has chosen where
+    # telemetry goes: the content event then needs its own exporter, as metrics do.
+    events_chosen = advanced.log_exporter is not None or (config.exporter is None and not config.console)
+    if settings.capture.on_event and not events_chosen:
+        account.note_error(f"content capture {settings.capture.value}: no content event is emitted (exporter= "
+                           "was given without AdvancedOptions(log_exporter=...))")
+    if settings.capture.on_event and events_chosen:
+        handle.logger_provider, handle._log_exporter = _logs_pipeline(
+            settings, advanced, account=account, resource=resource, schedule_delay=limits.schedule_delay,
+            sanitiser=SpanSanitiser(
+                metadata | sc.CONTENT_ATTRIBUTES, shapes=shapes, account=account, secrets=secrets,
+                content_scrubber=patterns, hash_key=hash_key, secret_patterns=patterns)
+            if advanced.metadata_only else None)
     if metric_settings is not None and ours is not None:
         handle.metric_settings = metric_settings
         handle.meter_provider, handle._metric_exporter = meter_provider, failsoft_metrics
@@ -421,7 +460,48 @@ def build(config: TelemetryConfig) -> TelemetryHandle:
         account.enable_metrics()
     if config.set_global:
         _make_global(handle)
+        if not handle.is_global:
+            _say_local(handle)
     return handle
+
+
+def _say_local(handle: TelemetryHandle) -> None:
+    """A handle that asked to be the global one and could not be: what it is instead, said as
+    a warning (where the caller is), with how a zero-code process declares its shapes. Not in
+    the account: the handle's own spans are counted there as always."""
+    by = ("an earlier configure() (under opentelemetry-instrument, its configurator's)" if global_handle() is not None
+          else "another TracerProvider")
+    text = (f"configure(): the global providers were already set by {by}; this handle is local: only what "
+            "reports through it (handle.tracer(), instrument(telemetry=handle)) uses its settings and shapes, "
+            f"and instrumented libraries report through the global ones (zero-code: declare shapes with "
+            f"{v.OTEL_PYTHON_CAFE_SHAPES}=package.module:TABLE)")
+    warnings.warn(text, RuntimeWarning, stacklevel=4)  # at the caller of configure()
+
+
+def _logs_pipeline(
+    settings: Settings, advanced: AdvancedOptions, *, account: TelemetryAccount, resource: Resource,
+    schedule_delay: float, sanitiser: SpanSanitiser | None,
+) -> tuple[LoggerProvider, ContentEventExporter]:
+    """The content event's LoggerProvider: into `advanced.log_exporter`, else the OTLP logs
+    exporter the settings resolved, behind the boundary and the checks the spans pass."""
+    from cafe_otel._export.logs_export import ContentEventExporter, build_logger_provider
+
+    inner = advanced.log_exporter
+    rejections = attempts = None
+    if inner is not None:
+        target = type(inner).__name__
+    else:
+        assert settings.logs is not None  # resolved with the capture that sends content to the event
+        rejections = RejectionCounter("logs", on_unreadable=account.note_error)
+        attempts = AttemptLog()
+        inner = build_exporter("logs", settings.logs, rejections=rejections, attempts=attempts)
+        target = export_target(settings.logs)
+    timeout = settings.logs.timeout if settings.logs is not None else settings.export_timeout
+    exporter = ContentEventExporter(
+        inner, account=account, target=target, export_timeout=timeout, sanitiser=sanitiser,
+        rejected=rejections.take if rejections is not None else None,
+        refused=rejections.take_refusal if rejections is not None else None, attempts=attempts)
+    return build_logger_provider(exporter, resource=resource, schedule_delay=schedule_delay), exporter
 
 
 _GLOBAL: list[TelemetryHandle] = []  # the handle whose providers are the global ones

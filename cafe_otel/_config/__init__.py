@@ -147,7 +147,7 @@ def resolve(
     wanted = metric_options.enabled
     env = read_environ(environ)
 
-    own_shapes = user_shapes(shapes)
+    own_shapes = user_shapes({**named_shape_tables(env), **(shapes or {})})
     settings = resolve_settings(
         service_name=service_name, endpoint=endpoint, protocol=protocol, headers=headers,
         export_timeout=batch.export_timeout, capture_content=capture_content, environ=env)
@@ -188,6 +188,33 @@ def resolve(
         scrub_patterns=config.scrub_patterns, shapes=own_shapes, set_global=set_global,
         sampler=sampler, span_limits=check_limits(env), metrics=metric_settings,
         metric_exporter=metric_options.exporter, secrets=config.secrets)
+
+
+def named_shape_tables(environ: Mapping[str, str]) -> dict[str, Shape]:
+    """The shapes of the tables `OTEL_PYTHON_CAFE_SHAPES` names (`package.module:TABLE`,
+    comma-separated; each a mapping of attribute keys to `cafe_otel.Shape`), merged in order;
+    an explicit `configure(shapes=...)` is added over them. A name that does not load is a
+    named error (under `opentelemetry-instrument`: the one line that telemetry is off)."""
+    import importlib
+
+    variable = v.OTEL_PYTHON_CAFE_SHAPES
+    found: dict[str, Shape] = {}
+    for name in (part.strip() for part in environ.get(variable, "").split(",")):
+        if not name:
+            continue
+        module_name, colon, attribute = name.partition(":")
+        if not colon or not module_name.strip() or not attribute.strip():
+            raise TelemetryConfigError(f"{variable}: {name!r} is not package.module:TABLE")
+        try:
+            module = importlib.import_module(module_name.strip())
+        except Exception as error:  # its text may quote the program's own code: the class only
+            raise TelemetryConfigError(f"{variable}: {module_name.strip()!r} cannot be imported "
+                                       f"({type(error).__name__})") from None
+        table = getattr(module, attribute.strip(), None)
+        if not isinstance(table, Mapping):
+            raise TelemetryConfigError(f"{variable}: {name!r} is not a mapping of attribute keys to cafe_otel shapes")
+        found.update(table)
+    return found
 
 
 def user_shapes(shapes: Mapping[str, Shape] | None) -> dict[str, Shape]:
@@ -254,5 +281,6 @@ def resolve_launcher(environ: Mapping[str, str] | None = None) -> LauncherSettin
 
 __all__ = [
     "AdvancedOptions", "BatchOptions", "CommandSettings", "EnvironSnapshot", "LauncherSettings", "MetricsOptions",
-    "TelemetryConfig", "read_environ", "resolve", "resolve_command", "resolve_launcher", "user_shapes",
+    "TelemetryConfig", "named_shape_tables", "read_environ", "resolve", "resolve_command", "resolve_launcher",
+    "user_shapes",
 ]

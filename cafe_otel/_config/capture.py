@@ -16,11 +16,9 @@ CAPTURE_ENV = variables.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 
 
 class CaptureMode(enum.Enum):
-    """Where captured content goes. The spec's `gen_ai.client.inference.operation.details`
-    event is a log record carrying the content in structured form; cafe_otel has no logs
-    pipeline, and a span event with JSON strings is not that event, so none is emitted:
-    EVENT_ONLY captures nothing (configure() notes it in the account) and SPAN_AND_EVENT is
-    SPAN_ONLY."""
+    """Where captured content goes: on the span (JSON strings), and/or on the spec's
+    `gen_ai.client.inference.operation.details` event, a log record carrying the content in
+    structured form (configure() then builds a logs pipeline for it)."""
 
     NO_CONTENT = "NO_CONTENT"
     SPAN_ONLY = "SPAN_ONLY"
@@ -37,8 +35,8 @@ class CaptureMode(enum.Enum):
 
     @property
     def enabled(self) -> bool:
-        """Whether any content is captured (the event modes' content has nowhere to go but
-        the span: EVENT_ONLY captures none)."""
+        """Whether content goes on spans (the spans' allowlist then takes the content keys);
+        the event's content is `on_event`'s."""
         return self.on_span
 
 

@@ -102,7 +102,8 @@ class AdvancedOptions:
     `OTEL_TRACES_SAMPLER`) and `resource` go to the TracerProvider; `extra_processors` run before
     the metadata-only chain and see each span as it ended, unchecked; `metadata_only=False` lets
     every attribute out unchecked (for tests of the pipeline itself); `replay=True` makes the
-    output deterministic: no random instance id, a fixed key for hashed identifiers."""
+    output deterministic: no random instance id, a fixed key for hashed identifiers;
+    `log_exporter` receives the content event's log records instead of the OTLP logs exporter."""
 
     id_generator: IdGenerator | None = None
     sampler: Sampler | None = None
@@ -110,6 +111,7 @@ class AdvancedOptions:
     extra_processors: tuple[SpanProcessor, ...] = ()
     metadata_only: bool = True
     replay: bool = False
+    log_exporter: Any = None  # a LogRecordExporter for the content event, instead of OTLP's
 
     def __post_init__(self) -> None:
         _instance_of(self.id_generator, "AdvancedOptions.id_generator", "opentelemetry.sdk.trace.id_generator",
@@ -123,5 +125,7 @@ class AdvancedOptions:
         for processor in processors:
             _instance_of(processor, "AdvancedOptions.extra_processors", "opentelemetry.sdk.trace", "SpanProcessor")
         object.__setattr__(self, "extra_processors", tuple(processors))
+        _instance_of(self.log_exporter, "AdvancedOptions.log_exporter", "opentelemetry.sdk._logs.export",
+                     "LogRecordExporter")
         _flag(self.metadata_only, "AdvancedOptions.metadata_only")
         _flag(self.replay, "AdvancedOptions.replay")

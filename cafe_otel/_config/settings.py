@@ -82,6 +82,8 @@ class Settings:
     capture: CaptureMode
     disabled: bool
     options: OTLPOptions = field(default_factory=OTLPOptions, repr=False)  # the explicit arguments
+    # The content event's exporter (a log record): resolved only when capture sends content there.
+    logs: SignalConfig | None = field(default=None, repr=False)
 
     @property
     def protocol(self) -> str:
@@ -136,15 +138,18 @@ def resolve_settings(
     name = service_name or (named[1] if named else None) or resource.get(sc.SERVICE_NAME) or DEFAULT_SERVICE_NAME
     options = OTLPOptions(endpoint=endpoint, protocol=protocol, headers=headers, timeout=export_timeout)
     traces = resolve_signal("traces", env, options)
+    capture = capture_mode(capture_content, env)
+    logs = resolve_signal("logs", env, options) if capture.on_event else None
     check_unoffered_choices(env)
     check_limits(env)  # the SDK's span limits: refused here, before any provider is built
     return Settings(
         service_name=name,
         resource_attributes=resource,
         traces=traces,
-        capture=capture_mode(capture_content, env),
+        capture=capture,
         disabled=boolean(env, v.OTEL_SDK_DISABLED),
         options=options,
+        logs=logs,
     )
 
 

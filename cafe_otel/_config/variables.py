@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-Signal = Literal["traces", "metrics"]
-SIGNALS: tuple[Signal, ...] = ("traces", "metrics")
+Signal = Literal["traces", "metrics", "logs"]
+SIGNALS: tuple[Signal, ...] = ("traces", "metrics", "logs")
 
 # The OTLP exporter's settings, each read per signal first, then in general.
 ENDPOINT = "ENDPOINT"
@@ -81,6 +81,10 @@ OTEL_PYTHON_CONFIGURATOR = "OTEL_PYTHON_CONFIGURATOR"
 CREDENTIAL_PROVIDER_VARIABLES = tuple(f"OTEL_PYTHON_EXPORTER_OTLP_{transport}_{signal}CREDENTIAL_PROVIDER"
                                       for transport in ("HTTP", "GRPC") for signal in ("", "TRACES_", "METRICS_"))
 
+# The shape tables ("package.module:TABLE", comma-separated) of a program's own attribute keys:
+# how a program under `opentelemetry-instrument`, which never calls configure(), declares them.
+OTEL_PYTHON_CAFE_SHAPES = "OTEL_PYTHON_CAFE_SHAPES"
+
 CAFE_JAEGER_URL = "CAFE_JAEGER_URL"
 CAFE_DEBUG = "CAFE_DEBUG"
 # cafe's own (`cafe.privacy.ENV_PATTERNS`): the extra secret patterns content is scrubbed with.
@@ -99,5 +103,5 @@ KNOWN_VARIABLES: frozenset[str] = frozenset((
     OTEL_METRIC_EXPORT_TIMEOUT, OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE,
     OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
     *SPAN_LIMIT_VARIABLES, *CREDENTIAL_PROVIDER_VARIABLES, OTEL_PYTHON_CONFIGURATOR,
-    CAFE_JAEGER_URL, CAFE_DEBUG, CAFE_SCRUB_PATTERNS,
+    CAFE_JAEGER_URL, CAFE_DEBUG, CAFE_SCRUB_PATTERNS, OTEL_PYTHON_CAFE_SHAPES,
 ))

@@ -15,7 +15,7 @@ through the exporter's stub) and `attempts` can count its attempts at the transp
 
 from __future__ import annotations
 
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricExporter
 from opentelemetry.sdk.metrics.view import Aggregation
@@ -28,9 +28,13 @@ from cafe_otel._export.attempts import AttemptLog, watch_grpc_exporter, watch_ht
 from cafe_otel._export.grpc_extra import grpc_exporter
 from cafe_otel._export.partial_success import RejectionCounter, watch_grpc_answers
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs.export import LogRecordExporter
+
 # The SDK's module and class names of each signal's exporter.
-_MODULES: dict[Signal, str] = {"traces": "trace", "metrics": "metric"}
-_CLASSES: dict[Signal, str] = {"traces": "OTLPSpanExporter", "metrics": "OTLPMetricExporter"}
+_MODULES: dict[Signal, str] = {"traces": "trace", "metrics": "metric", "logs": "_log"}
+_CLASSES: dict[Signal, str] = {"traces": "OTLPSpanExporter", "metrics": "OTLPMetricExporter",
+                               "logs": "OTLPLogExporter"}
 
 
 def export_target(config: SignalConfig) -> str:
@@ -45,6 +49,12 @@ def build_exporter(signal: Literal["traces"], config: SignalConfig, *, timeout: 
 
 
 @overload
+def build_exporter(signal: Literal["logs"], config: SignalConfig, *, timeout: float | None = None,
+                   rejections: RejectionCounter | None = None,
+                   attempts: AttemptLog | None = None) -> LogRecordExporter: ...
+
+
+@overload
 def build_exporter(signal: Literal["metrics"], config: SignalConfig, *, timeout: float | None = None,
                    preferred_temporality: dict[type, AggregationTemporality],
                    preferred_aggregation: dict[type, Aggregation],
@@ -56,7 +66,7 @@ def build_exporter(signal: Signal, config: SignalConfig, *, timeout: float | Non
                    preferred_temporality: dict[type, AggregationTemporality] | None = None,
                    preferred_aggregation: dict[type, Aggregation] | None = None,
                    rejections: RejectionCounter | None = None,
-                   attempts: AttemptLog | None = None) -> SpanExporter | MetricExporter:
+                   attempts: AttemptLog | None = None) -> SpanExporter | MetricExporter | LogRecordExporter:
     """`signal`'s OTLP exporter, sending as `config` says. `timeout` (seconds) replaces the
     config's (a metric export has a bound of its own, `OTEL_METRIC_EXPORT_TIMEOUT`); a metric
     exporter is given its preferred temporality and aggregation too (left None, the SDK would

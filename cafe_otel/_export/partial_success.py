@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
@@ -38,6 +39,7 @@ from cafe_otel._config.variables import Signal
 _ANSWERS: dict[Signal, tuple[Any, str, str]] = {
     "traces": (ExportTraceServiceResponse, "rejected_spans", "rejectedSpans"),
     "metrics": (ExportMetricsServiceResponse, "rejected_data_points", "rejectedDataPoints"),
+    "logs": (ExportLogsServiceResponse, "rejected_log_records", "rejectedLogRecords"),
 }
 # No OTLP response is this large; a longer body is not read as one.
 MAX_ANSWER_BYTES = 64 * 1024

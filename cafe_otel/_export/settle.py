@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -46,8 +47,10 @@ class _Words:
 
 
 _WORDS: dict[Signal, _Words] = {"traces": _Words("export", "spans"),
-                                "metrics": _Words("metrics export", "data points")}
-_SUCCESS: dict[Signal, object] = {"traces": SpanExportResult.SUCCESS, "metrics": MetricExportResult.SUCCESS}
+                                "metrics": _Words("metrics export", "data points"),
+                                "logs": _Words("logs export", "log records")}
+_SUCCESS: dict[Signal, object] = {"traces": SpanExportResult.SUCCESS, "metrics": MetricExportResult.SUCCESS,
+                                  "logs": LogRecordExportResult.SUCCESS}
 
 
 def export_succeeded(signal: Signal, outcome: Outcome) -> bool:

@@ -97,6 +97,10 @@ class ChatCall:
     time_to_first_chunk_s: float | None = None
     chunk_gaps_s: Sequence[float] = ()
     operation: str = sc.OP_CHAT
+    service_tier: str | None = None
+    """`openai.response.service_tier`: the tier the answer says served it."""
+    system_fingerprint: str | None = None
+    """`openai.response.system_fingerprint`."""
 
 
 class _Histogram(Protocol):
@@ -223,7 +227,10 @@ class MetricsListener:
 
     def _keys_of_call(self, call: tuple[Any, ...]) -> tuple[_CallKeys, tuple[str, ...]]:
         provider, request_model, response_model, address, port, error_type, *rest = call
-        operation = rest[0] if rest else sc.OP_CHAT
+        # A café generation's key ends at the error type; a call heard on the wire adds the
+        # operation and the answer's service tier and fingerprint.
+        operation, tier, fingerprint = (*rest, None, None, None)[:3]
+        operation = operation or sc.OP_CHAT
         attributes: list[tuple[str, Any]] = [(sc.GEN_AI_OPERATION_NAME, operation),
                                              (sc.GEN_AI_PROVIDER_NAME, provider or mapping.UNKNOWN_PROVIDER)]
         if request_model:
@@ -233,11 +240,17 @@ class MetricsListener:
         server = mapping.server_attributes(address, port)
         if sc.SERVER_ADDRESS in server:  # the port only with its address
             attributes.extend(server.items())
+        chunks = tuple(attributes)
+        # openai.md: the token usage and the duration carry the answer's tier and fingerprint.
+        if tier is not None:
+            attributes.append((sc.OPENAI_RESPONSE_SERVICE_TIER, tier))
+        if fingerprint is not None:
+            attributes.append((sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT, fingerprint))
         base = tuple(attributes)
         duration = (*base, (sc.ERROR_TYPE, error_type)) if error_type is not None else base
         shaped = [self._shape((*base, (sc.GEN_AI_TOKEN_TYPE, sc.TOKEN_TYPE_INPUT))),
                   self._shape((*base, (sc.GEN_AI_TOKEN_TYPE, sc.TOKEN_TYPE_OUTPUT))),
-                  self._shape(duration), self._shape(base)]
+                  self._shape(duration), self._shape(chunks)]
         withheld = tuple(dict.fromkeys(key for _, left_off in shaped for key in left_off))
         return (shaped[0][0], shaped[1][0], shaped[2][0], shaped[3][0]), withheld
 
@@ -246,7 +259,7 @@ class MetricsListener:
         same instruments, attributes and shapes as a café generation's, and, for a streamed
         call, the time to its first chunk and the time between each later chunk."""
         key = (call.provider, call.request_model, call.response_model, call.server_address, call.server_port,
-               call.error_type, call.operation)
+               call.error_type, call.operation, call.service_tier, call.system_fingerprint)
         found = self._call_keys.get(key)
         if found is None:
             found = self._call_keys[key] = self._keys_of_call(key)

@@ -167,6 +167,20 @@ class SpanSanitiser:
         """`scope` shaped and checked (itself when it may leave as it is)."""
         return self._scope(scope)
 
+    def content(self, value: Any) -> Any:
+        """Structured content (the content event's message parts: dictionaries, lists,
+        strings, numbers) with every string in it scrubbed, as content on a span is; None
+        when this sanitiser lets no content out. Called with `lock` held."""
+        if self._scrubber is None:
+            return None
+        if isinstance(value, str):
+            return self._scrub(value)
+        if isinstance(value, Mapping):
+            return {str(key): self.content(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.content(item) for item in value]
+        return value if value is None or isinstance(value, bool | int | float) else None
+
     # --- values --------------------------------------------------------------------
     def _scrub(self, text: str) -> str:
         # The scrubber's patterns cost about a millisecond per kilobyte; tool definitions and

@@ -38,6 +38,9 @@ ERROR_TYPE_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}"
 HOST_PATTERN = r"(?:(?:[A-Za-z0-9-]{1,63}\.){0,8}[A-Za-z0-9-]{1,63}|\[?[0-9A-Fa-f:.]{2,45}\]?)"
 RPC_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.$/-]{0,127}"
 # A span name is an operation and at most one target: `chat gpt-4o-mini`, `POST /v1/chat`.
+# A URL's path without its query or fragment, in segments of plain characters: an address's
+# user part (`@`), a query (`?`) or a space does not fit, so a path holding text is withheld.
+URL_PATH_PATTERN = r"(?:/[A-Za-z0-9._~-]{0,64}){1,16}"
 SPAN_NAME_PATTERN = r"[A-Za-z0-9_.:-]{1,64}(?: [A-Za-z0-9_.:/@+{}-]{1,128})?"
 SCOPE_NAME_PATTERN = r"[A-Za-z0-9_.:/@-]{1,128}"
 SCOPE_VERSION_PATTERN = r"[A-Za-z0-9_.+-]{1,64}"
@@ -233,7 +236,9 @@ SHAPES: Mapping[str, Shape] = {
     sc.CAFE_RECORDING_CALL: _COUNT,
     sc.HTTP_REQUEST_METHOD: _text(None, HTTP_METHODS),
     sc.HTTP_RESPONSE_STATUS_CODE: _int(100, 599),
+    sc.HTTP_REQUEST_RESEND_COUNT: _int(1, 1_000),
     sc.URL_SCHEME: _text(r"[a-z][a-z0-9+.-]{0,15}"),
+    sc.URL_PATH: _text(URL_PATH_PATTERN),
     sc.NETWORK_PROTOCOL_NAME: _text(r"[a-z][a-z0-9.-]{0,15}"),
     sc.NETWORK_PROTOCOL_VERSION: _text(r"[0-9][0-9.]{0,7}"),
     sc.RPC_SYSTEM: _text(r"[a-z][a-z0-9_.-]{0,31}"),

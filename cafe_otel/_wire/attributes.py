@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cafe.apis import CallRequest, CallResponse, Operation, RequestContent
+from cafe.apis import CallRequest, CallResponse, RequestContent
 from cafe_otel import semconv as sc
 from cafe_otel._spans import content
 
@@ -49,8 +49,8 @@ def request_attributes(asked: CallRequest, request: WireRequest) -> dict[str, An
         found[sc.GEN_AI_REQUEST_SEED] = asked.seed
     if asked.choice_count is not None:
         found[sc.GEN_AI_REQUEST_CHOICE_COUNT] = asked.choice_count
-    if asked.operation is Operation.CHAT:
-        found[sc.GEN_AI_REQUEST_STREAM] = asked.stream
+    if asked.stream:  # the conventions: set if and only if the request streams
+        found[sc.GEN_AI_REQUEST_STREAM] = True
     if asked.output_type is not None:
         found[sc.GEN_AI_OUTPUT_TYPE] = asked.output_type
     if asked.service_tier is not None:
@@ -99,18 +99,25 @@ def carries_content(asked: CallRequest) -> bool:
     return asked.operation is not Operation.EMBEDDINGS
 
 
-def content_attributes(said: RequestContent, answer: CallResponse) -> dict[str, Any]:
-    """The content attributes of a call (only with capture on), as JSON strings."""
+def content_parts(said: RequestContent, answer: CallResponse) -> dict[str, Any]:
+    """The content of a call (only with capture on) as the conventions structure it: the
+    content event's attribute values."""
     found: dict[str, Any] = {}
     if said.system_instructions:
-        found[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = content.to_json(said.system_instructions)
+        found[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = said.system_instructions
     if said.input_messages:
-        found[sc.GEN_AI_INPUT_MESSAGES] = content.to_json(said.input_messages)
+        found[sc.GEN_AI_INPUT_MESSAGES] = said.input_messages
     if answer.output_messages:
-        found[sc.GEN_AI_OUTPUT_MESSAGES] = content.to_json(answer.output_messages)
+        found[sc.GEN_AI_OUTPUT_MESSAGES] = answer.output_messages
     if said.tool_definitions:
-        found[sc.GEN_AI_TOOL_DEFINITIONS] = content.to_json(said.tool_definitions)
+        found[sc.GEN_AI_TOOL_DEFINITIONS] = said.tool_definitions
     return found
+
+
+def content_attributes(said: RequestContent, answer: CallResponse) -> dict[str, Any]:
+    """The content attributes of a call (only with capture on), as JSON strings: a span's
+    attribute values cannot be structured."""
+    return {key: content.to_json(value) for key, value in content_parts(said, answer).items()}
 
 
 def span_name(asked: CallRequest) -> str:

@@ -386,3 +386,79 @@ def test_one_resolver_reads_every_per_signal_variable_for_each_signal():
         found = resolve_signal(signal, environ)  # type: ignore[arg-type]
         assert (found.protocol, found.headers, found.timeout, found.compression, found.endpoint) == (
             "http/protobuf", {"k": "mine"}, 1.5, "gzip", "http://mine:1/x")
+
+
+def _shape_module(tmp_path, monkeypatch: pytest.MonkeyPatch, name: str = "myapp_shapes") -> None:
+    (tmp_path / f"{name}.py").write_text(
+        "from cafe_otel import int_shape, text_shape\n"
+        "SHAPES = {'myapp.tier': text_shape(values={'gold', 'silver'}), 'myapp.retries': int_shape(0, 10)}\n"
+        "NOT_A_TABLE = 3\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def _exported_attributes(environ: dict[str, str], **options) -> dict:
+    sink = InMemorySpanExporter()
+    handle = configure(exporter=sink, environ=environ, set_global=False, metrics=False, **options)
+    assert handle.provider is not None
+    with handle.provider.get_tracer("myapp").start_as_current_span("handle order") as span:
+        span.set_attributes({"myapp.tier": "gold", "myapp.retries": 2, "myapp.note": "free text"})
+    handle.shutdown(2.0)
+    (exported,) = sink.get_finished_spans()
+    return dict(exported.attributes or {})
+
+
+def test_a_shape_table_named_in_the_environment_lets_its_keys_out_as_configure_shapes_does(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _shape_module(tmp_path, monkeypatch)
+    assert _exported_attributes({}) == {}  # undeclared: removed
+    named = _exported_attributes({"OTEL_PYTHON_CAFE_SHAPES": " myapp_shapes:SHAPES "})
+    assert named == {"myapp.tier": "gold", "myapp.retries": 2}
+    from cafe_otel import int_shape
+
+    # An explicit configure(shapes=...) is added over the named tables.
+    both = _exported_attributes({"OTEL_PYTHON_CAFE_SHAPES": "myapp_shapes:SHAPES"},
+                                shapes={"myapp.retries": int_shape(0, 1)})
+    assert both == {"myapp.tier": "gold"}
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("myapp_shapes", "is not package.module:TABLE"),
+    ("no_such_module_for_shapes:SHAPES", "'no_such_module_for_shapes' cannot be imported (ModuleNotFoundError)"),
+    ("myapp_shapes:NOT_A_TABLE", "is not a mapping of attribute keys to cafe_otel shapes"),
+    ("myapp_shapes:MISSING", "is not a mapping of attribute keys to cafe_otel shapes"),
+])
+def test_a_shape_table_that_does_not_load_is_a_named_error(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                           value: str, said: str) -> None:
+    _shape_module(tmp_path, monkeypatch)
+    with pytest.raises(TelemetryConfigError) as raised:
+        configure(exporter=InMemorySpanExporter(), environ={"OTEL_PYTHON_CAFE_SHAPES": value}, set_global=False)
+    assert str(raised.value).startswith("OTEL_PYTHON_CAFE_SHAPES: ") and said in str(raised.value)
+
+
+def test_a_second_configure_says_that_its_handle_is_local_and_how_zero_code_declares_shapes() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from cafe_otel import configure\n"
+        "first = configure(exporter=InMemorySpanExporter(), environ={}, metrics=False)\n"
+        "assert first.is_global and 'local' not in first.account.summary()\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    second = configure(exporter=InMemorySpanExporter(), environ={}, metrics=False)\n"
+        "assert not second.is_global\n"
+        "(warning,) = [w for w in caught if w.category is RuntimeWarning]\n"
+        "assert warning.filename == '<string>', warning.filename\n"
+        "print(warning.message)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    configure(exporter=InMemorySpanExporter(), environ={}, metrics=False, set_global=False)\n"
+        "assert not caught\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (said,) = done.stdout.splitlines()
+    assert "the global providers were already set by an earlier configure()" in said
+    assert "this handle is local" in said and "OTEL_PYTHON_CAFE_SHAPES=package.module:TABLE" in said

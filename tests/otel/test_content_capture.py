@@ -107,16 +107,23 @@ def test_capture_without_the_processor_records_the_whole_exception():
     assert failed.events[0].attributes["exception.message"] == EXCEPTION
 
 
-def test_event_only_capture_emits_no_span_event_that_is_not_the_spec_event_and_says_so():
-    # The spec's content event is a log record with structured content: a span event with
-    # JSON strings is not it, so none is emitted, and the account says content stays off.
+def test_event_only_capture_puts_no_content_on_spans_and_no_span_event_in_for_the_log_record():
+    # The spec's content event is a log record with structured content (the logs pipeline,
+    # tests/otel/test_instrumentation.py): a span event with JSON strings is not it.
     data, spans = _run_shifts(capture_content="EVENT_ONLY")
     chat = next(s for s in spans if s.attributes.get("gen_ai.response.id") == "canned-1")
     assert "gen_ai.input.messages" not in chat.attributes
     assert all(e.name != "gen_ai.client.inference.operation.details" for s in spans for e in s.events)
     assert b"CANARY" not in data
+    handle = configure(environ={}, capture_content="EVENT_ONLY", set_global=False, metrics=False)
+    assert handle.logger_provider is not None  # the OTLP logs exporter, where the spans go
+    assert "no content event" not in handle.account.summary()
+    handle.shutdown(0.5)
+    # Handed the span exporter, the caller chose where telemetry goes: the event needs its own.
     handle = configure(exporter=InMemorySpanExporter(), environ={}, capture_content="EVENT_ONLY", set_global=False)
-    assert "the content event is not emitted" in handle.account.summary()
+    assert handle.logger_provider is None
+    assert "no content event is emitted (exporter= was given without AdvancedOptions(log_exporter=...))" in (
+        handle.account.summary())
     handle.shutdown(1.0)
 
 

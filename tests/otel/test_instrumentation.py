@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import openai
 import pytest
+from opentelemetry import trace
 from opentelemetry.metrics import NoOpMeterProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -129,7 +132,7 @@ def test_a_plain_call_is_one_client_span_with_the_request_and_the_answer(server:
     assert attributes[sc.GEN_AI_REQUEST_SEED] == 7
     assert attributes[sc.GEN_AI_REQUEST_CHOICE_COUNT] == 2
     assert attributes[sc.GEN_AI_OUTPUT_TYPE] == "json"
-    assert attributes[sc.GEN_AI_REQUEST_STREAM] is False
+    assert sc.GEN_AI_REQUEST_STREAM not in attributes  # set if and only if the request streams
     assert attributes[sc.GEN_AI_RESPONSE_MODEL] == "gpt-test"
     assert attributes[sc.GEN_AI_RESPONSE_ID].startswith("chatcmpl-")
     assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
@@ -155,6 +158,31 @@ def test_the_call_records_the_client_metrics_with_the_spec_buckets(server: OpenA
     # Not a streamed call: the chunk metrics are not reported (the spec: SHOULD NOT).
     assert metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK) == []
     assert metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_PER_OUTPUT_CHUNK) == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_token_and_duration_points_carry_the_answers_service_tier_and_fingerprint(
+        server: OpenAIServer, stream: bool) -> None:
+    server.answer_head(service_tier="default", system_fingerprint="fp_44709d6fcb")
+    with Pipeline() as pipeline:
+        answer = _client(server).chat.completions.create(
+            model="gpt-test", messages=MESSAGES, stream=stream,  # type: ignore[arg-type]
+            **({"stream_options": {"include_usage": True}} if stream else {}))
+        for _ in answer if stream else ():  # type: ignore[union-attr]
+            pass
+        pipeline.finished()
+    metrics = pipeline.metrics
+    points = [*metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION),
+              *metrics.points(sc.METRIC_GEN_AI_CLIENT_TOKEN_USAGE)]
+    assert len(points) == 3
+    for point in points:
+        attributes = dict(point.attributes)
+        assert attributes[sc.OPENAI_RESPONSE_SERVICE_TIER] == "default"
+        assert attributes[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] == "fp_44709d6fcb"
+    # openai.md adds them to those two metrics only.
+    for point in metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK):
+        assert sc.OPENAI_RESPONSE_SERVICE_TIER not in dict(point.attributes)
+    assert bool(metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK)) is stream
 
 
 def test_a_stream_is_marked_timed_to_its_first_chunk_and_its_chunks_recorded(server: OpenAIServer) -> None:
@@ -492,3 +520,239 @@ def test_a_full_builder_builds_on_the_caller_and_a_drain_builds_what_waits_exact
     assert sorted(number for number, _ in built) == [0, 1, 2, 3]
     builder.submit(_Call(built, 4))  # after close: built by its caller
     assert built[-1] == (4, threading.current_thread().name)
+
+
+class _HttpClientSpans(httpx2.BaseTransport):
+    """What an HTTP client's instrumentation does: a CLIENT span around each request sent,
+    started under the current span, current while the request is sent."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.inner = httpx2.HTTPTransport()
+        self.tracer = provider.get_tracer("opentelemetry.instrumentation.httpx")
+        self.seen: list[int] = []  # the parent span id current when each request was sent
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.seen.append(trace.get_current_span().get_span_context().span_id)
+        with self.tracer.start_as_current_span(request.method, kind=SpanKind.CLIENT) as span:
+            response = self.inner.handle_request(request)
+            span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, response.status_code)
+            return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _spanning_client(server: OpenAIServer, transport: httpx2.BaseTransport, *, max_retries: int = 0) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=max_retries,
+                         http_client=httpx2.Client(transport=transport))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_http_clients_span_is_a_child_of_the_chat_span_in_the_calls_own_trace(
+        server: OpenAIServer, stream: bool) -> None:
+    with Pipeline() as pipeline:
+        assert pipeline.handle.provider is not None
+        transport = _HttpClientSpans(pipeline.handle.provider)
+        client = _spanning_client(server, transport)
+        for _ in range(2):  # no span of the user's open: each call is a trace of its own
+            reply = client.chat.completions.create(model="gpt-test", messages=MESSAGES,  # type: ignore[arg-type]
+                                                   stream=stream)
+            if stream:
+                for _chunk in reply:  # type: ignore[union-attr]
+                    pass
+        spans = pipeline.finished()
+    chats = sorted((s for s in spans if s.name == "chat gpt-test"), key=lambda s: s.start_time or 0)
+    posts = sorted((s for s in spans if s.name == "POST"), key=lambda s: s.start_time or 0)
+    assert len(chats) == len(posts) == 2
+    for chat, post in zip(chats, posts, strict=True):
+        assert chat.parent is None
+        assert post.parent is not None and post.parent.span_id == chat.context.span_id
+        assert post.context.trace_id == chat.context.trace_id
+        # Made early (the HTTP span looked at it), the chat span still has the answer's attributes.
+        assert _attrs(chat)[sc.GEN_AI_RESPONSE_ID]
+        assert (chat.start_time or 0) <= (post.start_time or 0) <= (post.end_time or 0) <= (chat.end_time or 0)
+    assert chats[0].context.trace_id != chats[1].context.trace_id
+    assert transport.seen == [chat.context.span_id for chat in chats]
+
+
+def test_under_a_user_span_the_chat_span_is_its_child_and_the_http_span_the_chat_spans(
+        server: OpenAIServer) -> None:
+    with Pipeline() as pipeline:
+        assert pipeline.handle.provider is not None
+        transport = _HttpClientSpans(pipeline.handle.provider)
+        with pipeline.handle.provider.get_tracer("myapp").start_as_current_span("handle order") as user:
+            _spanning_client(server, transport).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        spans = {s.name: s for s in pipeline.finished()}
+    assert trace.get_current_span() is trace.INVALID_SPAN  # the call left the context as it found it
+    chat, post = spans["chat gpt-test"], spans["POST"]
+    assert chat.parent is not None and chat.parent.span_id == user.get_span_context().span_id
+    assert post.parent is not None and post.parent.span_id == chat.context.span_id
+    assert {s.context.trace_id for s in spans.values()} == {user.get_span_context().trace_id}
+
+
+def test_a_retried_call_is_one_chat_span_and_one_duration_point_over_what_the_caller_waited(
+        server: OpenAIServer) -> None:
+    server.fail_next(429, 500, retryable=True)
+    with Pipeline() as pipeline:
+        assert pipeline.handle.provider is not None
+        transport = _HttpClientSpans(pipeline.handle.provider)
+        reply = _spanning_client(server, transport, max_retries=2).chat.completions.create(
+            model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        assert reply.choices[0].message.content
+        spans = pipeline.finished()
+    assert server.count == 3
+    (chat,) = [s for s in spans if s.name == "chat gpt-test"]
+    posts = sorted((s for s in spans if s.name == "POST"), key=lambda s: s.start_time or 0)
+    assert [_attrs(p)[sc.HTTP_RESPONSE_STATUS_CODE] for p in posts] == [429, 500, 200]
+    assert all(p.parent is not None and p.parent.span_id == chat.context.span_id for p in posts)
+    # The call's span runs from its first attempt's start to its last attempt's end, and ends well.
+    assert (chat.start_time or 0) <= (posts[0].start_time or 0)
+    assert (posts[-1].end_time or 0) <= (chat.end_time or 0)
+    assert sc.ERROR_TYPE not in _attrs(chat) and chat.status.status_code is not StatusCode.ERROR
+    (duration,) = pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+    assert duration.count == 1 and sc.ERROR_TYPE not in dict(duration.attributes)
+    assert duration.sum == pytest.approx(((chat.end_time or 0) - (chat.start_time or 0)) / 1e9, abs=0.05)
+
+
+def test_without_an_http_instrumentation_each_attempt_of_a_retried_call_is_a_child_span(
+        server: OpenAIServer) -> None:
+    server.fail_next(429, 429, 429, retryable=True)
+    with Pipeline() as pipeline:
+        with pytest.raises(openai.RateLimitError):
+            openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=2).chat.completions.create(
+                model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        spans = pipeline.finished()  # the flush ends the call still waiting for a retry that never comes
+    (chat,) = [s for s in spans if s.name == "chat gpt-test"]
+    attempts = sorted((s for s in spans if s is not chat), key=lambda s: s.start_time or 0)
+    assert [(s.name, s.kind) for s in attempts] == [("POST", SpanKind.CLIENT)] * 3
+    assert all(s.parent is not None and s.parent.span_id == chat.context.span_id for s in attempts)
+    assert [_attrs(s).get(sc.HTTP_REQUEST_RESEND_COUNT) for s in attempts] == [None, 1, 2]
+    assert [_attrs(s)[sc.HTTP_RESPONSE_STATUS_CODE] for s in attempts] == [429] * 3
+    assert _attrs(chat)[sc.ERROR_TYPE] == "429" and chat.status.status_code is StatusCode.ERROR
+    assert (chat.start_time or 0) <= (attempts[0].start_time or 0)
+    assert (attempts[-1].end_time or 0) <= (chat.end_time or 0)
+    (duration,) = pipeline.metrics.points(sc.METRIC_GEN_AI_CLIENT_OPERATION_DURATION)
+    assert duration.count == 1 and dict(duration.attributes)[sc.ERROR_TYPE] == "429"
+
+
+def test_a_call_not_retried_is_one_span_with_no_attempt_children(server: OpenAIServer) -> None:
+    server.fail_next(429, retryable=True)  # retryable, but the client does not retry
+    with Pipeline() as pipeline:
+        with pytest.raises(openai.RateLimitError):
+            _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        _client(server).chat.completions.create(model="next", messages=MESSAGES)  # type: ignore[arg-type]
+        spans = pipeline.finished()
+    assert sorted(s.name for s in spans) == ["chat gpt-test", "chat next"]
+
+
+def test_two_instrumented_handles_on_one_call_leave_the_calling_context_as_it_was(server: OpenAIServer) -> None:
+    second = InMemorySpanExporter()
+    handle = configure(exporter=second, environ={}, set_global=False)
+    observer = handle.wire_observer()
+    assert observer is not None
+    try:
+        with Pipeline() as first, wire.intercept([observer]):
+            _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+            assert trace.get_current_span() is trace.INVALID_SPAN
+            handle.force_flush(2.0)
+            (one,), (other,) = first.finished(), second.get_finished_spans()
+    finally:
+        handle.shutdown(2.0)
+    assert one.parent is None and other.parent is None
+
+
+class _EventPipeline(Pipeline):
+    """The pipeline with its content events kept in memory."""
+
+    def __init__(self, **options: Any) -> None:
+        self.logs = InMemoryLogRecordExporter()
+        advanced = options.pop("advanced", None) or AdvancedOptions(log_exporter=self.logs)
+        super().__init__(advanced=advanced, **options)
+
+    def records(self) -> list[Any]:
+        self.handle.force_flush(2.0)
+        return [kept.log_record for kept in self.logs.get_finished_logs()]
+
+
+def _schema(name: str) -> dict[str, Any]:
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    for candidate in (root.parent / "shared" / "semconv-1.41.1", root.parent.parent / "shared" / "semconv-1.41.1"):
+        path = candidate / "docs" / "gen-ai" / name
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    pytest.skip("the pinned semantic conventions (semconv-1.41.1) are not beside this checkout")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_event_only_capture_emits_the_content_event_as_a_log_record_in_the_calls_span(
+        server: OpenAIServer, stream: bool) -> None:
+    import jsonschema
+
+    with _EventPipeline(capture_content="EVENT_ONLY") as pipeline:
+        reply = _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES,  # type: ignore[arg-type]
+                                                        stream=stream)
+        if stream:
+            for _chunk in reply:  # type: ignore[union-attr]
+                pass
+        (span,) = pipeline.finished()
+        (record,) = pipeline.records()
+    assert not set(_attrs(span)) & sc.CONTENT_ATTRIBUTES  # EVENT_ONLY: no content on the span
+    assert record.event_name == "gen_ai.client.inference.operation.details" and record.body is None
+    assert (record.trace_id, record.span_id) == (span.context.trace_id, span.context.span_id)
+    assert record.timestamp == span.end_time
+    attributes = dict(record.attributes or {})
+    assert attributes[sc.GEN_AI_OPERATION_NAME] == "chat" and attributes[sc.GEN_AI_REQUEST_MODEL] == "gpt-test"
+    history, answer = attributes[sc.GEN_AI_INPUT_MESSAGES], attributes[sc.GEN_AI_OUTPUT_MESSAGES]
+    jsonschema.validate(_plain(history), _schema("gen-ai-input-messages.json"))
+    jsonschema.validate(_plain(answer), _schema("gen-ai-output-messages.json"))
+    assert [message["role"] for message in history] == ["system", "user"]
+    assert answer[0]["parts"][0]["content"].startswith("Sure one latte")
+
+
+def _plain(value: Any) -> Any:
+    """A log attribute's value (the SDK keeps sequences as tuples) as JSON has it."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def test_span_and_event_capture_puts_content_on_both_and_no_capture_makes_no_event(server: OpenAIServer) -> None:
+    with _EventPipeline(capture_content="SPAN_AND_EVENT") as pipeline:
+        _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        (span,) = pipeline.finished()
+        (record,) = pipeline.records()
+    assert sc.GEN_AI_INPUT_MESSAGES in _attrs(span) and sc.GEN_AI_INPUT_MESSAGES in dict(record.attributes or {})
+    for mode in ("NO_CONTENT", "SPAN_ONLY"):
+        with _EventPipeline(capture_content=mode) as pipeline:
+            _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+            assert len(pipeline.finished()) == 1
+            assert pipeline.records() == [] and pipeline.handle.logger_provider is None
+
+
+def test_the_content_event_carries_no_key_and_only_allowlisted_metadata(server: OpenAIServer) -> None:
+    import json
+
+    messages = [{"role": "system", "content": f"Key {KEY} here."}, {"role": "user", "content": SECRET_TEXT}]
+    with _EventPipeline(capture_content="EVENT_ONLY") as pipeline:
+        _client(server).chat.completions.create(model="gpt-test", messages=messages,  # type: ignore[arg-type]
+                                                extra_headers={"x-myapp-note": "private"})
+        (record,) = pipeline.records()
+    written = json.dumps(_plain(dict(record.attributes or {})))
+    assert KEY not in written and "Key [REDACTED] here." in written  # scrubbed as content on a span is
+    assert set(record.attributes or {}) <= sc.METADATA_ALLOWLIST | sc.CONTENT_ATTRIBUTES
+
+
+def test_a_failing_logs_exporter_never_fails_the_call_and_is_counted_in_the_account(server: OpenAIServer) -> None:
+    class Broken(InMemoryLogRecordExporter):
+        def export(self, batch: Any) -> Any:
+            raise ConnectionError("collector down")
+
+    with _EventPipeline(capture_content="EVENT_ONLY", advanced=AdvancedOptions(log_exporter=Broken())) as pipeline:
+        reply = _client(server).chat.completions.create(model="gpt-test", messages=MESSAGES)  # type: ignore[arg-type]
+        assert reply.choices[0].message.content
+        assert len(pipeline.finished()) == 1
+        assert pipeline.handle.account.snapshot().lost("logs") == 1

@@ -632,3 +632,25 @@ def test_a_span_like_one_seen_before_but_for_one_thing_gets_the_same_verdict_at_
     assert _leaves(found, span) == _leaves(one_by_one(span), span)
     assert (found is span) == (change == "")
     assert at_once._account.snapshot() == one_by_one._account.snapshot()
+
+
+def test_an_http_client_span_keeps_its_stable_http_and_url_attributes_of_a_safe_shape():
+    from cafe_otel import configure
+
+    sink = InMemorySpanExporter()
+    handle = configure(exporter=sink, environ={}, set_global=False, metrics=False)
+    tracer = handle.provider.get_tracer("opentelemetry.instrumentation.httpx", "0.66b2")
+    safe = {"http.request.method": "POST", "http.response.status_code": 429, "server.address": "api.openai.com",
+            "server.port": 443, "url.scheme": "https", "url.path": "/v1/chat/completions",
+            "http.request.resend_count": 1}
+    with tracer.start_as_current_span("POST", attributes={
+            **safe, "url.full": "https://api.openai.com/v1/chat/completions?key=k", "url.query": "key=k"}):
+        pass
+    with tracer.start_as_current_span("POST", attributes={"url.path": "/v1/users/alice@example.com"}):
+        pass
+    with tracer.start_as_current_span("POST", attributes={"url.path": "/v1/files?purpose=batch"}):
+        pass
+    handle.shutdown(2.0)
+    first, *others = sink.get_finished_spans()
+    assert dict(first.attributes) == safe  # the query, and the full URL that holds it, are removed
+    assert all(dict(span.attributes) == {} for span in others)  # a path holding an address or a query

@@ -103,7 +103,7 @@ def test_a_plain_openai_program_is_instrumented_with_no_code_change(tmp_path: Pa
     plain, streamed, abandoned, failing = (attributes(name) for name in
                                            ("chat plain", "chat streamed", "chat abandoned", "chat failing"))
     assert plain[sc.GEN_AI_REQUEST_MAX_TOKENS] == 4 and plain[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
-    assert plain[sc.GEN_AI_REQUEST_STREAM] is False
+    assert sc.GEN_AI_REQUEST_STREAM not in plain
     assert streamed[sc.GEN_AI_REQUEST_STREAM] is True and streamed[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
     for stream in (streamed, abandoned):
         assert stream[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] >= 0  # type: ignore[operator]

@@ -55,6 +55,8 @@ class Received:
 @dataclass
 class _Plan:
     failures: list[int] = field(default_factory=list)
+    retryable: bool = False  # a failure's `x-should-retry`: whether the SDK retries it
+    head: dict[str, Any] = field(default_factory=dict)  # fields every chat answer (and chunk) adds
     delay_s: float = 0.0
     chunk_pause_s: float = 0.0
     hold_until: int = 0
@@ -106,10 +108,18 @@ class OpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def fail_next(self, *statuses: int) -> None:
-        """Answer the next requests with these statuses (429 and 500 carry an error body)."""
+    def fail_next(self, *statuses: int, retryable: bool = False) -> None:
+        """Answer the next requests with these statuses (429 and 500 carry an error body),
+        each saying `x-should-retry: false`, or with `retryable`, `true` (the SDK then retries
+        it, after the 1 ms its `retry-after-ms` asks)."""
         with self._lock:
             self._plan.failures.extend(statuses)
+            self._plan.retryable = retryable
+
+    def answer_head(self, **fields: Any) -> None:
+        """Fields every chat completion and chunk carries besides its own
+        (`system_fingerprint`, `service_tier`)."""
+        self._plan.head = dict(fields)
 
     def delay(self, seconds: float) -> None:
         """Wait this long before each answer."""
@@ -186,11 +196,11 @@ class _Listener(ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def _completion(body: dict[str, Any]) -> dict[str, Any]:
+def _completion(body: dict[str, Any], head: dict[str, Any] | None = None) -> dict[str, Any]:
     text = answer_text(body)
     return {
         "id": completion_id(body), "object": "chat.completion", "created": 1_700_000_000,
-        "model": body.get("model", "test-model"),
+        "model": body.get("model", "test-model"), **(head or {}),
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
                      "logprobs": None}],
         "usage": {"prompt_tokens": 11, "completion_tokens": len(text.split()), "total_tokens": 11 + len(text.split())},
@@ -324,7 +334,7 @@ def _events(body: dict[str, Any], plan: _Plan | None = None) -> Iterator[dict[st
     plan = plan or _Plan()
     text = _said(body, plan)
     base = {"id": completion_id(body), "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": body.get("model", "test-model")}
+            "model": body.get("model", "test-model"), **plan.head}
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     usage_field: dict[str, Any] = {"usage": None} if include_usage else {}
     yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
@@ -421,7 +431,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if failure is not None:
                 kind = "rate_limit_exceeded" if failure == 429 else "server_error"
                 self._send(failure, {"error": {"message": "try again", "type": kind, "code": kind}},
-                           {"retry-after-ms": "1", "x-should-retry": "false"})
+                           {"retry-after-ms": "1", "x-should-retry": "true" if server._plan.retryable else "false"})
                 return
             if path == "/v1/embeddings" and isinstance(body, dict):
                 self._send(*_embeddings(body))
@@ -430,7 +440,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                 return
             if not body.get("stream"):
-                completion = _completion(body)
+                completion = _completion(body, server._plan.head)
                 if server._plan.answer is not None:
                     completion["choices"][0]["message"]["content"] = server._plan.answer
                 self._send(200, completion)
