@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cafe.apis import CallRequest, CallResponse, RequestContent
+from cafe.apis import CallRequest, CallResponse, Operation, RequestContent
 from cafe_otel import semconv as sc
 from cafe_otel._spans import content
 
