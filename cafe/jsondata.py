@@ -22,11 +22,29 @@ _CANONICAL = _PLAIN | orjson.OPT_SORT_KEYS
 
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data, several times faster than `copy.deepcopy`; anything
-    else falls back to it."""
-    if isinstance(value, dict):
-        return {key: copy_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [copy_json(item) for item in value]
+    else falls back to it. Containers are copied with a stack of their own, not by
+    recursion: a document as deep as a reader accepts (orjson's 1,024 levels) is copied too."""
+    if not isinstance(value, dict | list):
+        return _copy_leaf(value)
+    root: dict[Any, Any] | list[Any] = {} if isinstance(value, dict) else []
+    pending: list[tuple[dict[Any, Any] | list[Any], dict[Any, Any] | list[Any]]] = [(value, root)]
+    while pending:
+        source, target = pending.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in items:
+            if isinstance(item, dict | list):
+                child: dict[Any, Any] | list[Any] = {} if isinstance(item, dict) else []
+                pending.append((item, child))
+            else:
+                child = _copy_leaf(item)
+            if isinstance(target, dict):
+                target[key] = child
+            else:
+                target.append(child)
+    return root
+
+
+def _copy_leaf(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return copy.deepcopy(value)

@@ -57,12 +57,12 @@ def _terminated_shift(tmp_path: Path, answers: int) -> subprocess.CompletedProce
             environ.pop(name, None)
         process = subprocess.Popen([sys.executable, "-m", "cafe", "shift", "--seed", "1", "--record", "shift.jsonl"],
                                    cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 90  # a loaded 2-core box took 23 s to start a shift
         while len(seen) <= answers and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.02)
         assert len(seen) == answers + 1, "the shift never reached the held call"
         process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=20)
+        stdout, stderr = process.communicate(timeout=60)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 

@@ -203,8 +203,10 @@ def test_shutdown_twice_and_spans_after_shutdown_are_counted():
 def test_shutdown_without_an_argument_keeps_the_configured_bound(configured):
     hanging = HangingExporter()
     try:
+        # A long schedule delay: the shift's spans are all queued when shutdown exports them in
+        # one batch, however late a busy machine schedules the worker.
         handle = configure(exporter=hanging, environ={},
-                           batch=BatchOptions(export_timeout=5.0, schedule_delay=0.01, shutdown_timeout=configured))
+                           batch=BatchOptions(export_timeout=5.0, schedule_delay=30.0, shutdown_timeout=configured))
         seed_shift(handle.tracer())
         took = handle.shutdown()
         assert configured - 0.05 <= took < configured + SCHEDULING_SLACK  # the export hangs 30 s
@@ -323,9 +325,10 @@ def test_a_batch_past_its_bound_is_counted_once_and_later_batches_still_go_out()
 def test_shutdown_while_an_export_hangs_returns_within_its_bound_and_the_runner_ends_after():
     recording = ThreadRecording(hang_first=1)
     handle = configure(exporter=recording, environ={}, metrics=False,
-                       batch=BatchOptions(export_timeout=5.0, schedule_delay=0.01))
+                       batch=BatchOptions(export_timeout=5.0, schedule_delay=30.0))
     try:
         seed_shift(handle.tracer())
+        handle.force_flush(0.05)  # one batch of the whole shift, however late the worker wakes
         _until(lambda: recording.threads, "the export started")
         started = time.monotonic()
         handle.shutdown(0.3)

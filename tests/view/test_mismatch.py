@@ -79,12 +79,19 @@ def test_a_mismatch_report_names_the_path_and_call_of_the_one_line_error(recordi
     assert "Nothing more for me." not in err
 
 
+def _last_call(lines: list[str]) -> int:
+    """The index of the last call line: no later line extends its request (format 4), so an
+    edit of it is replayed, not refused as a changed file."""
+    return max(index for index, line in enumerate(lines) if '"call"' in line and "request" in json.loads(line))
+
+
 def _with_request_key(recording: Path, target: Path, key: str) -> Path:
-    """`recording` with one more key in its first call's request, which a replay does not send."""
+    """`recording` with one more key in its last call's request, which a replay does not send."""
     lines = recording.read_text().splitlines()
-    first = json.loads(lines[1])
-    first["request"][key] = True
-    lines[1] = json.dumps(first)
+    index = _last_call(lines)
+    last = json.loads(lines[index])
+    last["request"][key] = True
+    lines[index] = json.dumps(last)
     target.write_text("\n".join(lines) + "\n")
     return target
 
@@ -127,9 +134,10 @@ def test_a_report_too_deep_to_draw_leaves_the_mismatch_and_its_exit_code(recordi
     for _ in range(600):
         deep = [deep]
     lines = recording.read_text().splitlines()
-    first = json.loads(lines[1])
-    first["request"]["deep"] = deep
-    lines[1] = json.dumps(first)
+    index = _last_call(lines)
+    last = json.loads(lines[index])
+    last["request"]["deep"] = deep
+    lines[index] = json.dumps(last)
     hostile = tmp_path / "deep.jsonl"
     hostile.write_text("\n".join(lines) + "\n")
     report = tmp_path / "report.html"

@@ -181,7 +181,8 @@ def test_each_anthropic_call_is_one_chat_span_with_its_request_answer_and_usage(
         assert span.status.status_code is StatusCode.UNSET
     plain, stream, raw, asked, answered, thought = (_attributes(span) for span in spans)
     assert (plain[sc.GEN_AI_REQUEST_MAX_TOKENS], plain[sc.GEN_AI_REQUEST_TEMPERATURE], plain[sc.GEN_AI_REQUEST_TOP_K],
-            plain[sc.GEN_AI_REQUEST_STOP_SEQUENCES], plain[sc.GEN_AI_REQUEST_STREAM]) == (64, 0.5, 5.0, ("###",), False)
+            plain[sc.GEN_AI_REQUEST_STOP_SEQUENCES]) == (64, 0.5, 5.0, ("###",))
+    assert sc.GEN_AI_REQUEST_STREAM not in plain  # set only when the request streams
     assert plain[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
     # The system prompt is written to the cache by the first call and read by the next one.
     cached = (sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
