@@ -339,6 +339,14 @@ class RecordedCall:
     reference: Reference | None = None
     base: RecordedCall | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # Made by its constructor (`dataclasses.replace`, a caller's own), a call is given its
+        # request whole, as `request` reads it: it refers to no earlier call, so the line it
+        # writes holds that request whole. (The reader and the writer make their calls with
+        # `loaded`, whose request is the line's own part.)
+        if self.reference is not None:
+            self.__dict__.update({"reference": None, "base": None})
+
     @property
     def model(self) -> str | None:
         """The model this call went to: the line's own `model`, else the request's, else

@@ -371,8 +371,9 @@ class RecordingWriter:
             count = min(count, base.length)
             reference = Reference(base_number, array, count, reference_digest(base.members, base.chain_at(count)))
         # Counted once written: a call whose line failed is not among those kept.
-        call = RecordedCall(number, self.lines + 1, request, response, timing,  # type: ignore[arg-type]
-                            exchange=exchange, reference=reference)
+        # `loaded`: `request` is the line's own part when it refers to an earlier call's.
+        call = RecordedCall.loaded(number, self.lines + 1, request, response, timing,  # type: ignore[arg-type]
+                                   None, None, exchange=exchange, reference=reference)
         line = call.to_json()
         data, written = self._encoded_call(line, scrubber, where)
         if number != self._next_in_order and self.in_start_order:

@@ -243,6 +243,17 @@ def test_a_call_that_extends_an_earlier_one_reads_as_the_whole_request(tmp_path:
     assert second == {**request(), "messages": [*request()["messages"], added]}
 
 
+def test_a_call_remade_with_replace_keeps_its_whole_request_and_writes_it_whole(tmp_path: Path) -> None:
+    import dataclasses
+
+    loaded = load_recording(_extending(tmp_path)).calls[1]
+    remade = dataclasses.replace(loaded, timing=None)
+    assert loaded.reference is not None and remade.reference is None
+    assert remade.request == loaded.request  # not the earlier call's messages twice
+    line = remade.to_json()
+    assert "extends" not in line and line["request"] == loaded.request
+
+
 @pytest.mark.parametrize(("version", "extends", "field"), [
     (1, {}, "extends"),  # version 1 holds every request whole
     (4, {"call": 2}, "extends.call"),  # itself, not an earlier call

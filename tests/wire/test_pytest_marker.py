@@ -362,7 +362,8 @@ def test_a_marked_test_that_calls_through_neither_library_is_told_so_in_one_line
     pytester.makepyfile(test_neither=NEITHER_MODULE)
     with serving(_Answers) as port:
         monkeypatch.setenv("AGENT_BASE_URL", f"http://127.0.0.1:{port}")
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # a Python that imported neither
+        # langsmith's pytest plugin (installed with langchain) imports httpx2 in every session.
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:langsmith_plugin")
     result.assert_outcomes(passed=1, errors=1)  # the test ran; the marker refuses to record nothing
     reports = [line for line in result.stdout.lines if line.startswith("cafe: ")]
     assert reports == [f"cafe: {pytester.path / 'recordings' / 'test_neither' / 'test_by_hand.jsonl'}: nothing to "
