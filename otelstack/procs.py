@@ -328,11 +328,14 @@ class Gateway(OtelCol):
         decision_wait: str = "60s",
         after_root: str = "5s",
         slow_shift_ms: int = 20000,
+        logs_upstream: str | None = None,
     ) -> Gateway:
+        """gateway.yaml, its traces to `upstream`, its log records to `logs_upstream` (host:port,
+        OTLP/gRPC; by default a loopback port nothing listens on)."""
         ports = free_ports("otlp_grpc", "health", "metrics", "logs_upstream")
         env = {
             "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
-            "CAFE_LOGS_UPSTREAM_OTLP_ENDPOINT": f"{LOOPBACK}:{ports['logs_upstream']}",
+            "CAFE_LOGS_UPSTREAM_OTLP_ENDPOINT": logs_upstream or f"{LOOPBACK}:{ports['logs_upstream']}",
             "CAFE_LOGS_UPSTREAM_TLS_INSECURE": "true",
             "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
             "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,

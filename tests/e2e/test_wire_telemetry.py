@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind
 from cafe_otel import BatchOptions, TelemetryHandle, configure
 from cafe_otel import semconv as sc
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
-from otelstack import COLLECTOR_CONFIG, LOOPBACK, Collector, Jaeger, wait_for
+from otelstack import COLLECTOR_CONFIG, LOOPBACK, Collector, Gateway, Jaeger, wait_for
 from tests.wire.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -304,3 +304,32 @@ def test_no_log_record_reaches_the_collector_when_capture_sends_nothing_to_the_e
     # it sent would be counted by the Collector's receiver by now.
     assert collector.metric("otelcol_receiver_accepted_log_records", data_type=None) == 0
     assert logs_sink.records() == []
+
+
+def test_the_content_event_crosses_the_two_tiers_to_the_gateways_logs_backend(
+        otelcol_bin: Path, tmp_path: Path, jaeger: Jaeger, procs: list, logs_sink: LogsSink) -> None:
+    """An agent whose logs go to a gateway, and the gateway's to the sink: the record keeps its
+    trace, and each tier's allowlist removes the content (neither lists it)."""
+    gateway = Gateway.create(otelcol_bin, tmp_path, jaeger.otlp_grpc, "gateway-logs", sample_percent=100,
+                             logs_upstream=logs_sink.address)
+    procs.append(gateway)
+    gateway.start()
+    agent = Collector.create(otelcol_bin, tmp_path, upstream="unused:1", queue_dir=tmp_path / "agent-queue",
+                             gateways=[gateway.otlp_grpc], logs_upstream=gateway.otlp_grpc)
+    procs.append(agent)
+    agent.start()
+    handle = _instrumented(agent, "wire-event-tiers", "SPAN_AND_EVENT")
+
+    def calls() -> None:
+        with OpenAIServer.running() as server:
+            openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0).chat.completions.create(
+                model=MODEL, messages=MESSAGES)
+
+    _run(handle, calls)
+    (record,) = _event_records(logs_sink)
+    assert record.event_name == sc.CONTENT_EVENT_NAME
+    assert not set(_attributes(record)) & sc.CONTENT_ATTRIBUTES
+    assert KEY.encode() not in logs_sink.raw and CANARY.encode() not in logs_sink.raw
+    assert gateway.metric("otelcol_receiver_accepted_log_records", data_type=None) == 1
+    (chat,) = jaeger.wait_for_spans("wire-event-tiers", 1, timeout=30.0)
+    assert record.trace_id.hex() == chat["traceID"]
