@@ -114,6 +114,9 @@ def _programs(stack: StackDirectory, environ: Mapping[str, str], ports: Ports) -
             # No metrics backend runs without Docker (compose has Prometheus): the metrics
             # wait in the Collector's queue, on a loopback port nothing listens on.
             "CAFE_METRICS_UPSTREAM_ENDPOINT": f"http://{LOOPBACK}:9",
+            # Nor a logs backend (Jaeger stores none): the content event waits the same way.
+            "CAFE_LOGS_UPSTREAM_OTLP_ENDPOINT": f"{LOOPBACK}:9",
+            "CAFE_LOGS_UPSTREAM_TLS_INSECURE": "true",
         }, f"http://{LOOPBACK}:{c['health']}/", c),
     ]
 

@@ -271,15 +271,16 @@ class Collector(OtelCol):
     def create(
         cls, binary: Path, workdir: Path, upstream: str, queue_dir: Path, *, gateways: list[str] | None = None,
         overlays: tuple[Path, ...] = (), extra_env: dict[str, str] | None = None,
-        metrics_upstream: str | None = None,
+        metrics_upstream: str | None = None, logs_upstream: str | None = None,
     ) -> Collector:
         """collector.yaml: straight to `upstream`, or with `gateways` (host:port each) the
         agent of two tiers, routing by trace id through its load_balancing exporter.
         `overlays` are further --config files merged over it (e.g. a resolver overlay).
         `metrics_upstream` is the OTLP/HTTP base its metrics pipeline exports to; by default
         a loopback port nothing listens on (the metrics wait in the queue, and no name
-        outside this machine is ever looked up)."""
-        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics", "metrics_upstream")
+        outside this machine is ever looked up); `logs_upstream` (host:port, OTLP/gRPC) is
+        its logs pipeline's, the same way."""
+        ports = free_ports("otlp_grpc", "otlp_http", "health", "metrics", "metrics_upstream", "logs_upstream")
         tier = {}
         if gateways:
             tier = {
@@ -298,6 +299,8 @@ class Collector(OtelCol):
             "CAFE_UPSTREAM_OTLP_ENDPOINT": upstream,
             "CAFE_UPSTREAM_TLS_INSECURE": "true",
             "CAFE_METRICS_UPSTREAM_ENDPOINT": metrics_upstream or f"http://{LOOPBACK}:{ports['metrics_upstream']}",
+            "CAFE_LOGS_UPSTREAM_OTLP_ENDPOINT": logs_upstream or f"{LOOPBACK}:{ports['logs_upstream']}",
+            "CAFE_LOGS_UPSTREAM_TLS_INSECURE": "true",
             **(extra_env or {}),
         }
         return cls(
@@ -325,10 +328,15 @@ class Gateway(OtelCol):
         decision_wait: str = "60s",
         after_root: str = "5s",
         slow_shift_ms: int = 20000,
+        logs_upstream: str | None = None,
     ) -> Gateway:
-        ports = free_ports("otlp_grpc", "health", "metrics")
+        """gateway.yaml, its traces to `upstream`, its log records to `logs_upstream` (host:port,
+        OTLP/gRPC; by default a loopback port nothing listens on)."""
+        ports = free_ports("otlp_grpc", "health", "metrics", "logs_upstream")
         env = {
             "CAFE_OTLP_GRPC_ENDPOINT": f"{LOOPBACK}:{ports['otlp_grpc']}",
+            "CAFE_LOGS_UPSTREAM_OTLP_ENDPOINT": logs_upstream or f"{LOOPBACK}:{ports['logs_upstream']}",
+            "CAFE_LOGS_UPSTREAM_TLS_INSECURE": "true",
             "CAFE_OTELCOL_HEALTH_ENDPOINT": f"{LOOPBACK}:{ports['health']}",
             "CAFE_OTELCOL_METRICS_HOST": LOOPBACK,
             "CAFE_OTELCOL_METRICS_PORT": str(ports["metrics"]),

@@ -142,3 +142,20 @@ def test_compose_has_prometheus_receiving_the_metrics_pipeline_and_scraping_the_
     assert found["otelcol"]["environment"]["CAFE_METRICS_UPSTREAM_ENDPOINT"] == "http://prometheus:9090/api/v1/otlp"
     scrape = yaml.safe_load((REPO / "collector-config" / "prometheus.yml").read_text())["scrape_configs"]
     assert {"targets": ["otelcol:8888"]} in scrape[0]["static_configs"]
+
+
+def test_the_collector_logs_pipeline_applies_the_spans_allowlist_and_a_persistent_queue() -> None:
+    """The content event is a log record: it passes the same `redaction` as the spans (its
+    content keys only where a deployment put them on that list), then a queue on disk."""
+    config = yaml.safe_load(COLLECTOR_CONFIG.read_text())
+    pipeline = config["service"]["pipelines"]["logs"]
+    assert pipeline["receivers"] == ["otlp"]
+    assert pipeline["processors"] == config["service"]["pipelines"]["traces"]["processors"]
+    from cafe_otel.semconv import CONTENT_ATTRIBUTES
+
+    assert not CONTENT_ATTRIBUTES & set(config["processors"]["redaction"]["allowed_keys"])
+    (name,) = pipeline["exporters"]
+    exporter = config["exporters"][name]
+    assert exporter["endpoint"] != config["exporters"]["otlp_grpc"]["endpoint"]  # Jaeger stores no logs
+    assert exporter["sending_queue"] == config["exporters"]["otlp_grpc"]["sending_queue"]
+    assert exporter["retry_on_failure"]["max_elapsed_time"] == 0

@@ -183,3 +183,42 @@ def test_mlflow_shows_anthropic_calls_with_their_cache_tokens_and_an_embeddings_
     assert all(usage["output_tokens"] > 0 for usage in usages)
     ((_, embedded),) = [span for span in spans if span[0].startswith("embeddings ")]
     assert embedded["mlflow.spanType"] == "EMBEDDING" and embedded["mlflow.chat.tokenUsage"]["input_tokens"] > 0
+
+
+# Each attempt of the retried call answers after this long: one span over both is longer than two.
+ATTEMPT_S = 0.3
+
+
+def test_mlflow_shows_a_retried_call_once_with_the_time_the_caller_waited(mlflow: MLflow) -> None:
+    experiment = mlflow.experiment("cafe-otel-e2e-retried")
+    handle = configure(service_name="retried-e2e", endpoint=mlflow.url, protocol="http/protobuf",
+                       headers={"x-mlflow-experiment-id": experiment}, capture_content=True, metrics=False,
+                       set_global=False, environ={}, batch=BatchOptions(export_timeout=30))
+    instrumentor = OpenAIWireInstrumentor()
+    instrumentor.instrument(telemetry=handle)
+    try:
+        with OpenAIServer.running() as server:
+            server.delay(ATTEMPT_S)
+            server.fail_next(429, retryable=True)  # a rate limit, then the answer
+            client = openai.OpenAI(base_url=server.base_url, api_key="sk-e2e-mlflow-0123456789abcdef", max_retries=2)
+            started = time.monotonic()
+            client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "A cortado?"}])
+            waited = time.monotonic() - started
+            assert server.count == 2
+    finally:
+        instrumentor.uninstrument()
+    handle.shutdown(30.0)
+    assert handle.account.dropped == 0, handle.account.summary()
+
+    (trace,) = mlflow.traces(experiment, expected=1)
+    spans = trace.get("spans", [])
+    chats = [span for span in spans if span["name"] == "chat sdk-model"]
+    assert len(chats) == 1, [span["name"] for span in spans]  # one call, however many attempts
+    (chat,) = chats
+    attempts = [span for span in spans if span is not chat]
+    assert [span["name"] for span in attempts] == ["POST", "POST"]
+    assert all(span["parent_span_id"] == chat["span_id"] for span in attempts)
+    seconds = (int(chat["end_time_unix_nano"]) - int(chat["start_time_unix_nano"])) / 1e9
+    assert 2 * ATTEMPT_S <= seconds <= waited
+    (_, attributes), = [(name, attrs) for name, attrs in _spans(trace) if name == "chat sdk-model"]
+    assert attributes["mlflow.spanType"] in ("CHAT_MODEL", "LLM")

@@ -120,3 +120,10 @@ def test_compose_has_a_two_gateway_profile() -> None:
     # Its own ports (the one-tier Collector's + 10), so both can run on one host.
     assert env["CAFE_OTLP_GRPC_ENDPOINT"] == "0.0.0.0:4327"
     assert "127.0.0.1:4327:4327" in [str(p) for p in agent["ports"]]
+
+
+def test_the_gateway_passes_log_records_through_the_same_allowlist_without_sampling(gateway: dict) -> None:
+    pipeline = gateway["service"]["pipelines"]["logs"]
+    assert pipeline["processors"] == ["memory_limiter", "redaction"]  # tail sampling is for traces
+    (name,) = pipeline["exporters"]
+    assert gateway["exporters"][name]["sending_queue"] == gateway["exporters"]["otlp_grpc"]["sending_queue"]

@@ -90,8 +90,9 @@ def test_broken_gateway_config_fails_validation(
         ("check_interval: 1s", "check_interval: 0s", "check_interval"),
         # A persistent queue cannot wait for results.
         ("block_on_overflow: false", "block_on_overflow: false\n      wait_for_result: true", "wait_for_result"),
-        # A pipeline naming a processor that is not configured.
-        ("processors: [memory_limiter, redaction]", "processors: [memory_limiter, redaction, batch]", "batch"),
+        # A pipeline (the traces') naming a processor that is not configured.
+        ("first.\n      processors: [memory_limiter, redaction]",
+         "first.\n      processors: [memory_limiter, redaction, batch]", "batch"),
     ],
 )
 def test_broken_config_fails_validation(otelcol_bin: Path, tmp_path: Path, good: str, bad: str, complaint: str) -> None:
