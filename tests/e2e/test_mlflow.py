@@ -218,6 +218,7 @@ def test_mlflow_shows_a_responses_program_under_opentelemetry_instrument(mlflow:
             "OTEL_METRICS_EXPORTER": "none", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cafe-otel: telemetry: 3 spans exported, 0 dropped" in done.stderr
+    assert {received.headers.get("authorization") for received in server.received} == {f"Bearer {RESPONSES_KEY}"}
     returned = json.loads(done.stdout)
 
     traces = mlflow.traces(experiment, expected=3)
