@@ -10,6 +10,7 @@ with the command that installs it, or fails when CAFE_E2E_STRICT=1.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -25,18 +26,29 @@ from cafe_otel import BatchOptions, configure
 from cafe_otel.instrumentation import OpenAIWireInstrumentor
 from otelstack.procs import free_ports
 from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
+from tests.e2e.programs import (
+    RESPONSES_ORDER,
+    RESPONSES_PROGRAM,
+    RESPONSES_QUESTION,
+    RESPONSES_SYSTEM,
+    RESPONSES_TOOL_OUTPUT,
+    run_instrumented,
+)
 from tests.wire.anthropic_server import AnthropicServer
 from tests.wire.openai_server import OpenAIServer
+from tests.wire.responses_server import ResponsesServer
 
 pytestmark = pytest.mark.e2e
 
 SDK_SYSTEM = "You are the espresso bar's helper."
+RESPONSES_KEY = "sk-e2e-mlflow-responses-9f8e7d6c5b4a"
 
 
 class MLflow(ConsumerServer):
     def __init__(self, command: Path, workdir: Path) -> None:
         self.port = free_ports("mlflow")["mlflow"]
         self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
         super().__init__("mlflow", [
             str(command), "server", "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}",
             "--default-artifact-root", str(workdir / "artifacts"), "--host", "127.0.0.1",
@@ -44,6 +56,12 @@ class MLflow(ConsumerServer):
 
     def experiment(self, name: str) -> str:
         return str(call_json(f"{self.url}/api/2.0/mlflow/experiments/create", {"name": name})["experiment_id"])
+
+    def stored_bytes(self, excluding: Path) -> bytes:
+        """Every byte MLflow wrote (its database, artifacts and output), files under `excluding` left out."""
+        files = sorted(path for path in self.workdir.rglob("*")
+                       if path.is_file() and not path.is_relative_to(excluding))
+        return b"".join(path.read_bytes() for path in files)
 
     def traces(self, experiment: str, expected: int, timeout: float = 60.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
@@ -222,3 +240,65 @@ def test_mlflow_shows_a_retried_call_once_with_the_time_the_caller_waited(mlflow
     assert 2 * ATTEMPT_S <= seconds <= waited
     (_, attributes), = [(name, attrs) for name, attrs in _spans(trace) if name == "chat sdk-model"]
     assert attributes["mlflow.spanType"] in ("CHAT_MODEL", "LLM")
+
+
+def test_mlflow_shows_a_responses_program_under_opentelemetry_instrument(mlflow: MLflow, tmp_path: Path) -> None:
+    experiment = mlflow.experiment("cafe-otel-e2e-responses")
+    workdir = tmp_path / "program"
+    workdir.mkdir()
+    with ResponsesServer.running() as server:
+        done = run_instrumented(RESPONSES_PROGRAM, workdir, {
+            "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": RESPONSES_KEY,
+            "OTEL_SERVICE_NAME": "responses-agent", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": mlflow.url,
+            "OTEL_EXPORTER_OTLP_HEADERS": f"x-mlflow-experiment-id={experiment}",
+            # MLflow's first answer can take seconds on a loaded machine (the default bound is 5 s).
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "30000",
+            "OTEL_METRICS_EXPORTER": "none", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cafe-otel: telemetry: 3 spans exported, 0 dropped" in done.stderr
+    assert {received.headers.get("authorization") for received in server.received} == {f"Bearer {RESPONSES_KEY}"}
+    returned = json.loads(done.stdout)
+
+    traces = mlflow.traces(experiment, expected=3)
+    assert len(traces) == 3, mlflow.tail()
+    spans = [span for trace in traces for span in _spans(trace)]
+    assert sorted(name for name, _ in spans) == ["chat resp-e2e", "chat resp-e2e", "chat resp-stream"], mlflow.tail()
+    # The plain call is the one with a token limit; the other `resp-e2e` call answers the tool.
+    ((_, plain_chat),) = [span for span in spans if "gen_ai.request.max_tokens" in span[1]]
+    ((_, streamed_chat),) = [span for span in spans if span[0] == "chat resp-stream"]
+    ((_, answered_chat),) = [span for span in spans if span[1] not in (plain_chat, streamed_chat)]
+    for chat, model in ((plain_chat, "resp-e2e"), (streamed_chat, "resp-stream"), (answered_chat, "resp-e2e")):
+        assert chat["mlflow.spanType"] == "CHAT_MODEL" and chat["mlflow.llm.provider"] == "openai"
+        assert chat["mlflow.llm.model"] == f"{model}-2025-04-14"  # the model that answered
+        assert chat["gen_ai.request.model"] == model and chat["openai.api.type"] == "responses"
+        usage = chat["mlflow.chat.tokenUsage"]
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+        assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+        # `instructions` are the call's system instructions: MLflow keeps them as the span's
+        # attribute but leaves them out of the chat's inputs, which hold the conversation only.
+        assert chat["gen_ai.system_instructions"] == [{"type": "text", "content": RESPONSES_SYSTEM}]
+        assert "system" not in [message["role"] for message in chat["mlflow.spanInputs"]]
+    assert plain_chat["mlflow.spanInputs"] == [{"role": "user", "parts": [
+        {"type": "text", "content": RESPONSES_ORDER}]}]
+    assert plain_chat["mlflow.spanOutputs"] == [{"role": "assistant", "finish_reason": "stop", "parts": [
+        {"type": "text", "content": returned["plain"]}]}]
+    assert plain_chat["gen_ai.request.max_tokens"] == 40 and "mlflow.chat.tools" not in plain_chat
+    # The streamed call's tool call, assembled from its argument deltas, and its answer.
+    tool_call = {"type": "tool_call", "id": returned["call_id"], "name": "price_check",
+                 "arguments": returned["arguments"]}
+    assert streamed_chat["gen_ai.request.stream"] is True
+    assert streamed_chat["mlflow.spanOutputs"] == [{"role": "assistant", "finish_reason": "tool_call",
+                                                    "parts": [tool_call]}]
+    for chat in (streamed_chat, answered_chat):
+        assert [tool["name"] for tool in chat["mlflow.chat.tools"]] == ["price_check"]
+    assert answered_chat["mlflow.spanInputs"] == [
+        {"role": "user", "parts": [{"type": "text", "content": RESPONSES_QUESTION}]},
+        {"role": "assistant", "parts": [tool_call]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": returned["call_id"],
+                                    "response": RESPONSES_TOOL_OUTPUT}]}]
+    assert answered_chat["mlflow.spanOutputs"][0]["parts"] == [{"type": "text", "content": returned["answered"]}]
+
+    stored = mlflow.stored_bytes(excluding=workdir)
+    assert RESPONSES_QUESTION.encode() in stored  # captured content is in what was read ...
+    assert RESPONSES_KEY.encode() not in stored  # ... and the key is nowhere

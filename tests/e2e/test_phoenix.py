@@ -32,9 +32,18 @@ from cafe import counter
 from cafe_otel import configure
 from otelstack.procs import free_ports
 from tests.e2e.consumers import ConsumerServer, call_json, consumer_command
+from tests.e2e.programs import (
+    RESPONSES_ORDER,
+    RESPONSES_PROGRAM,
+    RESPONSES_QUESTION,
+    RESPONSES_SYSTEM,
+    RESPONSES_TOOL_OUTPUT,
+    run_instrumented,
+)
 from tests.otel.test_zero_code import _instrument_command
 from tests.wire.anthropic_server import REPLY_WORDS, AnthropicServer
 from tests.wire.openai_server import OpenAIServer, answer_text
+from tests.wire.responses_server import ResponsesServer
 
 pytestmark = pytest.mark.e2e
 
@@ -56,6 +65,7 @@ for _chunk in client.chat.completions.create(model="sdk-stream", messages=messag
                                              stream_options={{"include_usage": True}}):
     pass
 """
+RESPONSES_KEY = "sk-e2e-phoenix-responses-7a6b5c4d3e2f"
 ANTHROPIC_KEY = "e2e-phoenix-anthropic-credential-0a1b2c"
 # A plain program on the `anthropic` SDK: a tool round trip with a cached system prompt, a
 # stream, and an embeddings call of the `openai` SDK beside it.
@@ -239,7 +249,7 @@ def test_phoenix_shows_a_plain_openai_program_under_opentelemetry_instrument(
         assert _messages(attributes, "output") == [("assistant", reply)]
         assert attributes["llm.token_count.prompt"] == 11  # what the local server reports
         assert attributes["llm.token_count.completion"] == len(reply.split())
-    assert json.loads(plain["attributes"]["llm.invocation_parameters"]) == {"max_tokens": 6, "stream": False}
+    assert json.loads(plain["attributes"]["llm.invocation_parameters"]) == {"max_tokens": 6}
     assert json.loads(streamed["attributes"]["llm.invocation_parameters"]) == {"stream": True}
 
     stored = phoenix.stored_bytes()
@@ -298,3 +308,54 @@ def test_phoenix_shows_an_anthropic_program_and_an_embeddings_call_under_opentel
     stored = phoenix.stored_bytes()
     assert SDK_SYSTEM.encode() in stored  # captured content is in what was read ...
     assert ANTHROPIC_KEY.encode() not in stored and KEY.encode() not in stored  # ... and the keys are nowhere
+
+
+def test_phoenix_shows_a_responses_program_under_opentelemetry_instrument(phoenix: Phoenix, tmp_path: Path) -> None:
+    with ResponsesServer.running() as server:
+        done = run_instrumented(RESPONSES_PROGRAM, tmp_path, {
+            "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": RESPONSES_KEY,
+            "OTEL_SERVICE_NAME": "responses-agent",
+            "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=responses-sdk",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.url,
+            "OTEL_METRICS_EXPORTER": "none", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cafe-otel: telemetry: 3 spans exported, 0 dropped" in done.stderr
+    assert {received.headers.get("authorization") for received in server.received} == {f"Bearer {RESPONSES_KEY}"}
+    returned = json.loads(done.stdout)
+
+    spans = sorted(phoenix.spans("responses-sdk", expected=3), key=lambda span: span["start_time"])
+    assert [span["name"] for span in spans] == ["chat resp-e2e", "chat resp-stream", "chat resp-e2e"], phoenix.tail()
+    plain, streamed, answered = (span["attributes"] for span in spans)
+    for span, model in zip(spans, ("resp-e2e", "resp-stream", "resp-e2e"), strict=True):
+        attributes = span["attributes"]
+        assert span["span_kind"] == "LLM" and span["status_code"] != "ERROR" and span["parent_id"] is None
+        assert attributes["llm.provider"] == "openai" and attributes["openai.api.type"] == "responses"
+        assert attributes["llm.model_name"] == model
+        prompt, completion = attributes["llm.token_count.prompt"], attributes["llm.token_count.completion"]
+        assert prompt == attributes["gen_ai.usage.input_tokens"] > 0
+        assert completion == attributes["gen_ai.usage.output_tokens"] > 0
+        assert attributes["llm.token_count.total"] == prompt + completion
+        # `instructions` are the call's system instructions: Phoenix shows them as the first message.
+        assert _messages(attributes, "input")[0] == ("system", RESPONSES_SYSTEM)
+    assert _messages(plain, "input") == [("system", RESPONSES_SYSTEM), ("user", RESPONSES_ORDER)]
+    assert _messages(plain, "output") == [("assistant", returned["plain"])]
+    assert json.loads(plain["llm.invocation_parameters"]) == {"max_tokens": 40}
+    assert "llm.tools.0.tool.json_schema" not in plain
+    # The streamed call's tool call, assembled from its argument deltas.
+    assert json.loads(streamed["llm.invocation_parameters"]) == {"stream": True}
+    assert streamed["llm.finish_reason"] == "tool_call"
+    called = "llm.output_messages.0.message.tool_calls.0.tool_call."
+    assert streamed[called + "id"] == returned["call_id"] and streamed[called + "function.name"] == "price_check"
+    assert json.loads(streamed[called + "function.arguments"]) == returned["arguments"]
+    for attributes in (streamed, answered):
+        assert json.loads(attributes["llm.tools.0.tool.json_schema"])["function"]["name"] == "price_check"
+    # The answer's conversation: the question, the call, and the tool's output for that call.
+    assert _messages(answered, "input") == [("system", RESPONSES_SYSTEM), ("user", RESPONSES_QUESTION),
+                                            ("assistant", None), ("tool", RESPONSES_TOOL_OUTPUT)]
+    assert answered["llm.input_messages.2.message.tool_calls.0.tool_call.id"] == returned["call_id"]
+    assert answered["llm.input_messages.3.message.tool_call_id"] == returned["call_id"]
+    assert _messages(answered, "output") == [("assistant", returned["answered"])]
+
+    stored = phoenix.stored_bytes()
+    assert RESPONSES_QUESTION.encode() in stored  # captured content is in what was read ...
+    assert RESPONSES_KEY.encode() not in stored  # ... and the key is nowhere
