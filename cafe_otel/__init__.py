@@ -11,7 +11,7 @@ attribute and metric name), `cafe_otel.agent` (agent and tool spans) and
 span attributes and metrics), `_spans/` (cafe's trace events to spans), `_privacy/` (the
 shapes, the metadata-only check, the redacting log step), `_export/` (batching, the fail-soft
 boundary, the account), `_metrics/`, `_offline/` (a recording to spans, OTLP bytes), `_cli/`
-(`--otlp`, `cafe export`) and `_counter/` (the café example's side: `cafe demo`, `cafe golden`).
+(`--otlp`, `cafe export`) and `_counter/` (the café example's side: its demo and golden files).
 
 Metadata-only by default, with a fail-soft, bounded export boundary. Importing this
 package has no side effects and reads no environment: nothing global is set, the SDK is

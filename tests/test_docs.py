@@ -242,10 +242,10 @@ def test_every_cafe_flag_a_doc_names_exists(cafe_commands: Commands, pytestconfi
 def test_a_doc_naming_a_flag_that_is_not_there_is_caught(
         cafe_commands: Commands, pytestconfig: pytest.Config, tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("Run `cafe replay r.jsonl --no-such-flag`, or pytest `--cafe-no-such`.\n\n"
+    page.write_text("Run `cafe replay-run r.jsonl --no-such-flag`, or pytest `--cafe-no-such`.\n\n"
                     "```\ncafe view r.jsonl --open\npip wheel --no-deps .\n```\n", encoding="utf-8")
     found = problems(doc_mentions([page]), cafe_commands, pytestconfig)
-    assert found == ["page.md:1: --no-such-flag is not an option of cafe replay",
+    assert found == ["page.md:1: --no-such-flag is not an option of cafe replay-run",
                      "page.md:1: --cafe-no-such is not a pytest option",
                      "page.md:4: --open is not an option of cafe view"]
 
