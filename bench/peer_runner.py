@@ -1,4 +1,4 @@
-"""Figure 9's child process: one variant of the same `openai` chat call, timed in a fresh interpreter.
+"""Figure 9's child process: one variant of the same model call, timed in a fresh interpreter.
 
 `python -m bench.peer_runner SPEC.json` sets the variant up, warms it up and says `ready`; then
 each `sample N` line on stdin gets one JSON line (seconds a call over N calls, wall and CPU),
@@ -9,14 +9,18 @@ recorded, the versions that ran. A span carrying message text fails the variant.
 up, flush and collect, then N more calls, flush and collect, then the result (checked as
 above) on stdout. Its count with N minus its count with 0, over N, is one call's instructions.
 
-It imports nothing of cafe unless the variant is ours (`bare`, `bare_live` and `ours` run in
-the project's venv; the peers in their own), so in a peer's virtualenv only the `openai` SDK,
-the OpenTelemetry SDK and the peer are loaded. An unusable variant exits 2 with one line on stderr.
+It imports nothing of cafe unless the variant is ours (`bare`, `bare_live`, `ours` and
+`anthropic_sdk` run in the project's venv; the peers in their own), so in a peer's virtualenv
+only the model's SDK, the OpenTelemetry SDK and the peer are loaded. An unusable variant exits
+2 with one line on stderr.
 
-The spec: {"variant", "metrics", "base_url", "model", "messages", "tools", "body" (the mock
-response, a JSON object), "stream" (the call streamed: the mock answers with the same
-answer's server-sent events, read to the end), "warmup", "markers" (strings that are
-content: none may appear in an exported attribute)}.
+The spec: {"variant", "metrics", "api" (`chat`, `responses` or `anthropic`: which SDK call),
+"base_url", "model", "request" (the create call's keyword arguments besides the model and the
+stream switch), "body" (the mock response, a JSON object), "events" (the same answer as
+server-sent events; for chat, None: this module writes its chunks), "floor" (the bare SDK
+span's name and attributes), "stream" (the call streamed, read to the end), "warmup",
+"markers" (strings that are content: none may appear in an exported attribute)}; bench/apis.py
+writes the part that differs by API.
 """
 
 from __future__ import annotations
@@ -31,12 +35,23 @@ from importlib import metadata
 from typing import Any
 
 API_KEY = "sk-bench-not-a-real-key"
-# What each peer is called in the spec, its instrumentor, and the distribution to report.
+# What each peer is called in the spec: its instrumentor's module and class, and the
+# distribution to report.
 PEERS = {
-    "official": ("opentelemetry.instrumentation.genai.openai", "opentelemetry-instrumentation-genai-openai"),
-    "openai_v2": ("opentelemetry.instrumentation.openai_v2", "opentelemetry-instrumentation-openai-v2"),
-    "openllmetry": ("opentelemetry.instrumentation.openai", "opentelemetry-instrumentation-openai"),
-    "openinference": ("openinference.instrumentation.openai", "openinference-instrumentation-openai"),
+    "official": ("opentelemetry.instrumentation.genai.openai", "OpenAIInstrumentor",
+                 "opentelemetry-instrumentation-genai-openai"),
+    "openai_v2": ("opentelemetry.instrumentation.openai_v2", "OpenAIInstrumentor",
+                  "opentelemetry-instrumentation-openai-v2"),
+    "openllmetry": ("opentelemetry.instrumentation.openai", "OpenAIInstrumentor",
+                    "opentelemetry-instrumentation-openai"),
+    "openinference": ("openinference.instrumentation.openai", "OpenAIInstrumentor",
+                      "openinference-instrumentation-openai"),
+    "official_anthropic": ("opentelemetry.instrumentation.genai.anthropic", "AnthropicInstrumentor",
+                           "opentelemetry-instrumentation-genai-anthropic"),
+    "openllmetry_anthropic": ("opentelemetry.instrumentation.anthropic", "AnthropicInstrumentor",
+                              "opentelemetry-instrumentation-anthropic"),
+    "openinference_anthropic": ("openinference.instrumentation.anthropic", "AnthropicInstrumentor",
+                                "openinference-instrumentation-anthropic"),
 }
 
 
@@ -78,19 +93,27 @@ def stream_events(body: dict[str, Any]) -> list[bytes]:
     return [b"data: " + json.dumps(event).encode() + b"\n\n" for event in found] + [b"data: [DONE]\n\n"]
 
 
-def mock_http_client(body: dict[str, Any], *, stream: bool = False) -> Any:
+def mock_http_client(body: dict[str, Any], *, stream: bool = False, events: Sequence[str] | None = None) -> Any:
     """An HTTP client whose transport answers every request at once with `body`, or, for a
-    streamed request, with its server-sent events, read by the caller one at a time."""
+    streamed request, with its server-sent events (`events`; by default the chat chunks of
+    `body`), read by the caller one at a time."""
     httpx = _httpx()
     content = json.dumps(body).encode()
-    headers = {"content-type": "application/json", "x-request-id": "req_bench"}
-    events = stream_events(body)
-    stream_headers = {"content-type": "text/event-stream; charset=utf-8", "x-request-id": "req_bench"}
+    headers = {"content-type": "application/json", "x-request-id": "req_bench", "request-id": "req_bench"}
+    events = [event.encode() for event in events] if events is not None else stream_events(body)
+    stream_headers = {**headers, "content-type": "text/event-stream; charset=utf-8"}
+    # Each answer has an id of its own, as a service's have: an instrumentation that keeps
+    # responses by id (OpenLLMetry's Responses wrapper) would otherwise take every call after
+    # the first for the first one continued, and make no span.
+    same = json.dumps(body["id"]).encode()
+    answered = iter(range(1, 1 << 62))
 
     def answer(request: Any) -> Any:
+        own = json.dumps(f"{body['id']}{next(answered):07d}").encode()
         if stream:
-            return httpx.Response(200, content=iter(events), headers=stream_headers)
-        return httpx.Response(200, content=content, headers=headers)
+            return httpx.Response(200, content=iter([event.replace(same, own) for event in events]),
+                                  headers=stream_headers)
+        return httpx.Response(200, content=content.replace(same, own), headers=headers)
 
     return httpx.Client(transport=httpx.MockTransport(answer))
 
@@ -127,28 +150,40 @@ class _KeepingFirst:
         self.exporter = Keeping()
 
 
-def _sdk_client(spec: dict[str, Any]) -> Any:
+def _sdk_client(spec: dict[str, Any], *, open_telemetry: Any = False) -> Any:
+    """The API's SDK client over the mock. The same timeout and retries as cafe's LiveClient,
+    so the SDK path is the same; the anthropic SDK's own spans off unless `open_telemetry`
+    (its client option) asks for them."""
+    http_client = mock_http_client(spec["body"], stream=bool(spec.get("stream")), events=spec.get("events"))
+    if spec.get("api") == "anthropic":
+        import anthropic
+
+        return anthropic.Anthropic(api_key=API_KEY, base_url=spec["base_url"], timeout=60.0, max_retries=2,
+                                   http_client=http_client, open_telemetry=open_telemetry)
     import openai
 
-    # The same timeout and retries as cafe's LiveClient, so the SDK path is the same.
     return openai.OpenAI(api_key=API_KEY, base_url=spec["base_url"], timeout=60.0, max_retries=2,
-                         http_client=mock_http_client(spec["body"], stream=bool(spec.get("stream"))))
+                         http_client=http_client)
 
 
-def _sdk_call(spec: dict[str, Any]) -> Callable[[], Any]:
-    create = _sdk_client(spec).chat.completions.create
-    model, messages, tools = spec["model"], spec["messages"], spec["tools"]
+def _sdk_call(spec: dict[str, Any], *, open_telemetry: Any = False) -> Callable[[], Any]:
+    client = _sdk_client(spec, open_telemetry=open_telemetry)
+    api = spec.get("api", "chat")
+    create = {"chat": lambda: client.chat.completions.create, "responses": lambda: client.responses.create,
+              "anthropic": lambda: client.messages.create}[api]()
+    model, request = spec["model"], spec["request"]
     if spec.get("stream"):
+        extra = {"stream_options": {"include_usage": True}} if api == "chat" else {}
+
         def streamed() -> Any:
-            chunks = create(model=model, messages=messages, tools=tools, temperature=0.0, stream=True,
-                            stream_options={"include_usage": True})
-            for _chunk in chunks:  # read to its end, as a caller showing the answer does
+            events = create(model=model, **request, stream=True, **extra)
+            for _event in events:  # read to its end, as a caller showing the answer does
                 pass
-            return chunks
+            return events
         return streamed
 
     def call() -> Any:
-        return create(model=model, messages=messages, tools=tools, temperature=0.0)
+        return create(model=model, **request)
     return call
 
 
@@ -164,9 +199,9 @@ def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    module, distribution = PEERS[spec["variant"]]
+    module, class_name, distribution = PEERS[spec["variant"]]
     try:
-        instrumentor_class = importlib.import_module(module).OpenAIInstrumentor
+        instrumentor_class = getattr(importlib.import_module(module), class_name)
     except ImportError as error:
         raise Unusable(f"{distribution} is not installed here ({error})") from None
     provider = TracerProvider(shutdown_on_exit=False)
@@ -175,7 +210,7 @@ def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     reader = None
     if spec["metrics"]:
         options["meter_provider"], reader = _meter_provider()
-    if spec["variant"] == "openinference":
+    if spec["variant"].startswith("openinference"):
         from openinference.instrumentation import TraceConfig
 
         # Its content switches, explicit (they would otherwise come from OPENINFERENCE_HIDE_*).
@@ -204,15 +239,10 @@ def _sdk_span(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
     tracer = provider.get_tracer("bench.floor")
     inner = _sdk_call(spec)
-    body = spec["body"]
-    name = f"chat {spec['model']}"
-    request = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
-               "gen_ai.request.model": spec["model"], "gen_ai.request.temperature": 0.0,
-               "server.address": "127.0.0.1", "server.port": 9}
-    response = {"gen_ai.response.model": body["model"], "gen_ai.response.id": body["id"],
-                "gen_ai.response.finish_reasons": (body["choices"][0]["finish_reason"],),
-                "gen_ai.usage.input_tokens": body["usage"]["prompt_tokens"],
-                "gen_ai.usage.output_tokens": body["usage"]["completion_tokens"]}
+    floor = spec["floor"]
+    name, request = floor["name"], floor["request"]
+    # A span attribute's sequence value is a tuple, as an instrumentation sets it.
+    response = {key: tuple(value) if isinstance(value, list) else value for key, value in floor["response"].items()}
 
     def call() -> Any:
         with tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=request) as span:
@@ -235,7 +265,7 @@ def _bare_live(spec: dict[str, Any]) -> Prepared:
     settings = LiveSettings.from_env({"CAFE_BASE_URL": spec["base_url"], "CAFE_API_KEY": API_KEY,
                                       "CAFE_MODEL": spec["model"]})
     live = LiveClient(settings, http_client=mock_http_client(spec["body"]))
-    messages, tools = spec["messages"], spec["tools"]
+    messages, tools = spec["request"]["messages"], spec["request"]["tools"]
     return (lambda: live.chat(messages, tools, 0.0)), dict, _nothing
 
 
@@ -257,6 +287,24 @@ def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
         handle.shutdown(2.0)
         return found
     return call, finish, lambda: handle.force_flush(10.0)
+
+
+def _anthropic_sdk(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
+    """The anthropic SDK's own spans (its `open_telemetry` client option, metadata only) on a
+    `TracerProvider` with the SDK's `BatchSpanProcessor` over the do-nothing exporter."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
+    call = _sdk_call(spec, open_telemetry={"tracer_provider": provider, "traces": {"content_mode": "metadata_only"}})
+
+    def finish() -> dict[str, Any]:
+        provider.force_flush(10_000)
+        found = {"metric_points": None, "version": metadata.version("anthropic")}
+        provider.shutdown()
+        return found
+    return call, finish, lambda: provider.force_flush(10_000)
 
 
 def _content_found(span: Any, markers: Sequence[str]) -> str | None:
@@ -286,6 +334,8 @@ def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[
         call, finish, flush = _ours(spec, keeper)
     elif variant == "sdk_span":
         call, finish, flush = _sdk_span(spec, keeper)
+    elif variant == "anthropic_sdk":
+        call, finish, flush = _anthropic_sdk(spec, keeper)
     else:
         raise Unusable(f"unknown variant {variant!r}")
     for _ in range(spec["warmup"]):
@@ -321,13 +371,16 @@ def conclude(spec: dict[str, Any], finish: Callable[[], dict[str, Any]], keeper:
              calls: int) -> dict[str, Any]:
     """Flush, then check what the variant produced: spans, no content, metrics if asked for."""
     variant = spec["variant"]
+    sdk = "anthropic" if spec.get("api") == "anthropic" else "openai"
     result = {"variant": variant, "metrics": spec["metrics"], "calls": calls,
-              "openai": metadata.version("openai"), **finish()}
+              "sdk": f"{sdk} {metadata.version(sdk)}", **finish()}
     if keeper is not None:
         exported = keeper.exporter.spans
         result["spans"] = exported
         if exported == 0 or keeper.exporter.first is None:
             raise Unusable(f"{variant}: no span reached the exporter after {calls} calls")
+        if exported < calls:  # it would be priced on calls it did not instrument
+            raise Unusable(f"{variant}: {exported} spans reached the exporter for {calls} calls")
         leaked = _content_found(keeper.exporter.first, spec["markers"])
         if leaked:
             raise Unusable(f"{variant}: content capture is not off (message text in {leaked})")

@@ -1,4 +1,4 @@
-"""Figure 9: what each OpenAI instrumentation adds to one `openai` chat call, ours among them.
+"""Figure 9: what each GenAI instrumentation adds to one model call, ours among them.
 
 The same request (cafe's system prompt and five tool schemas, a mid-shift conversation from
 bench/synthetic.py) goes through the `openai` SDK to an `httpx2.MockTransport` that answers
@@ -15,6 +15,13 @@ at once with a fixed chat.completions body (two tool calls, usage). Variants:
   the SDK's `BatchSpanProcessor` over the same do-nothing exporter: the official
   `opentelemetry-instrumentation-genai-openai`, OpenLLMetry's
   `opentelemetry-instrumentation-openai`, and `openinference-instrumentation-openai`.
+
+The same conversation is also sent as an OpenAI Responses call (`client.responses.create`)
+and as an Anthropic Messages call (`anthropic`'s `client.messages.create`), each written in
+its API's own words by bench/apis.py, against the peers that instrument that API (for
+Anthropic: the official `opentelemetry-instrumentation-genai-anthropic`, OpenLLMetry's and
+OpenInference's, and the `anthropic` SDK's own spans, its `open_telemetry` client option);
+those are counted by instructions only.
 
 Each twice: the plain call, and the same answer streamed (the mock sends its server-sent
 events, a role chunk, the words, the tool calls' pieces, the finish reason and the usage; the
@@ -45,7 +52,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import instructions
+from bench import apis, instructions
 from bench.stats import Paired, median
 from bench.synthetic import MODEL, synthetic_calls
 from bench.table import Figure
@@ -61,33 +68,50 @@ class Peer:
     label: str
     requirements: tuple[str, ...]  # exact pins, besides the shared ones from the project's venv
     env: tuple[tuple[str, str], ...]  # its content switch (checked in its source; see README)
-    records_metrics: bool
+    records_metrics: tuple[str, ...]  # the APIs whose calls it records metrics for
+    apis: tuple[str, ...] = ("chat", "responses")  # the model APIs it instruments
+    sdk: str = "openai"  # the SDK it wraps, installed at the project venv's version
 
 
 PEERS = (
     Peer("official", "official OTel (opentelemetry-instrumentation-genai-openai)",
          ("opentelemetry-instrumentation-genai-openai==1.3b0", "opentelemetry-util-genai==1.3b0",
           OTEL_INSTRUMENTATION),
-         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT"),), True),
+         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT"),), ("chat", "responses")),
     # The official package most users have: it imports under openai 3.x once `httpx` is installed,
     # with opentelemetry-util-genai at most 1.1b0 (its later releases dropped what 2.4b0 imports).
     Peer("openai_v2", "official OTel (opentelemetry-instrumentation-openai-v2)",
          ("opentelemetry-instrumentation-openai-v2==2.4b0", "opentelemetry-util-genai==1.1b0", "httpx==0.28.1",
           OTEL_INSTRUMENTATION),
-         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false"),), True),
+         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "false"),), ("chat",), ("chat",)),
     Peer("openllmetry", "OpenLLMetry (opentelemetry-instrumentation-openai)",
          ("opentelemetry-instrumentation-openai==0.62.4", "opentelemetry-semantic-conventions-ai==0.5.1",
           OTEL_INSTRUMENTATION),
-         (("TRACELOOP_TRACE_CONTENT", "false"),), True),
+         (("TRACELOOP_TRACE_CONTENT", "false"),), ("chat",)),  # none for a Responses call
     Peer("openinference", "OpenInference (openinference-instrumentation-openai)",
          ("openinference-instrumentation-openai==0.1.66", "openinference-instrumentation==0.1.72",
           "openinference-semantic-conventions==0.1.42", OTEL_INSTRUMENTATION),
          # Also passed as TraceConfig(hide_inputs=True, hide_outputs=True) by the runner.
-         (("OPENINFERENCE_HIDE_INPUTS", "true"), ("OPENINFERENCE_HIDE_OUTPUTS", "true")), False),
+         (("OPENINFERENCE_HIDE_INPUTS", "true"), ("OPENINFERENCE_HIDE_OUTPUTS", "true")), ()),
+    Peer("official_anthropic", "official OTel (opentelemetry-instrumentation-genai-anthropic)",
+         ("opentelemetry-instrumentation-genai-anthropic==1.3b0", "opentelemetry-util-genai==1.3b0",
+          OTEL_INSTRUMENTATION),
+         (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "NO_CONTENT"),), ("anthropic",), ("anthropic",),
+         "anthropic"),
+    Peer("openllmetry_anthropic", "OpenLLMetry (opentelemetry-instrumentation-anthropic)",
+         ("opentelemetry-instrumentation-anthropic==0.62.4", "opentelemetry-semantic-conventions-ai==0.5.1",
+          OTEL_INSTRUMENTATION),
+         (("TRACELOOP_TRACE_CONTENT", "false"),), ("anthropic",), ("anthropic",), "anthropic"),
+    Peer("openinference_anthropic", "OpenInference (openinference-instrumentation-anthropic)",
+         ("openinference-instrumentation-anthropic==3.1.0", "openinference-instrumentation==0.1.72",
+          "openinference-semantic-conventions==0.1.42", OTEL_INSTRUMENTATION),
+         (("OPENINFERENCE_HIDE_INPUTS", "true"), ("OPENINFERENCE_HIDE_OUTPUTS", "true")), (), ("anthropic",),
+         "anthropic"),
 )
-# Installed into every peer's venv at the project venv's own versions, so the SDK call
-# underneath (openai, httpx2, pydantic) and the OTel SDK are the same code as ours runs on.
-SHARED_ROOTS = ("openai", "opentelemetry-api", "opentelemetry-sdk", "opentelemetry-semantic-conventions", "wrapt",
+# Installed into every peer's venv at the project venv's own versions (with the peer's SDK), so
+# the SDK call underneath (openai or anthropic, httpx2, pydantic) and the OTel SDK are the same
+# code as ours runs on.
+SHARED_ROOTS = ("opentelemetry-api", "opentelemetry-sdk", "opentelemetry-semantic-conventions", "wrapt",
                 "packaging")
 _SWITCH_PREFIXES = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_")
 
@@ -129,7 +153,7 @@ def shared_pins(roots: Iterable[str] = SHARED_ROOTS) -> list[str]:
 
 
 def requirement_line(peer: Peer) -> str:
-    return " ".join([*peer.requirements, *shared_pins()])
+    return " ".join([*peer.requirements, *shared_pins((peer.sdk, *SHARED_ROOTS))])
 
 
 def venv_path(peer: Peer) -> Path:
@@ -156,7 +180,7 @@ def ensure_venv(peer: Peer) -> Path:
     steps = [
         [sys.executable, "-m", "venv", str(place)],
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
-         *peer.requirements, *shared_pins()],
+         *peer.requirements, *shared_pins((peer.sdk, *SHARED_ROOTS))],
     ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, timeout=900)
@@ -202,9 +226,9 @@ def _request(size: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dic
     return call.messages, call.tools, call.response
 
 
-def workload(size: str = "medium") -> dict[str, Any]:
+def workload(size: str = "medium", api: str = "chat") -> dict[str, Any]:
     """The request and the mock's answer, the same for every variant: the answer is two tool
-    calls whatever the request's size."""
+    calls whatever the request's size; `api` says in which API's words (bench/apis.py)."""
     messages, tools, response = _request(size)
     message = dict(response["choices"][0]["message"])
     message.update(refusal=None, annotations=[])
@@ -222,10 +246,10 @@ def workload(size: str = "medium") -> dict[str, Any]:
     arguments = [c["function"]["arguments"] for c in message["tool_calls"]]
     tool_results = [m["content"] for m in messages if m["role"] == "tool"]
     markers = [*user_lines, *arguments, *tool_results, messages[0]["content"][:60]]
-    return {"base_url": BASE_URL, "model": MODEL, "messages": messages, "tools": tools,
-            "body": body, "markers": markers, "request_size": size,
-            "request_bytes": len(json.dumps({"messages": messages, "model": MODEL, "tools": tools,
-                                             "temperature": 0.0}))}
+    call = apis.call_of(api, messages, tools, body, MODEL)
+    return {**call, "base_url": BASE_URL.removesuffix("/v1") if api == "anthropic" else BASE_URL,
+            "markers": markers, "request_size": size,
+            "request_bytes": len(json.dumps({**call["request"], "model": call["model"]}))}
 
 
 @dataclass
@@ -276,7 +300,7 @@ class Child:
         self.errors.close()
 
 
-def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> list[Variant]:
+def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool, api: str = "chat") -> list[Variant]:
     here = sys.executable
     # `floor`: one SDK span around the bare call, what any span-making instrumentation pays.
     found = [Variant("bare", "bare", here, False), Variant("ours", "ours", here, False),
@@ -285,14 +309,18 @@ def _variants(smoke: bool, blocked: dict[str, str], *, ours_metrics: bool) -> li
         found.append(Variant("ours+metrics", "ours", here, True))
     if smoke:
         return found
+    if api == "anthropic":  # the SDK's own spans: a peer already in the project's venv
+        found.append(Variant("anthropic_sdk", "anthropic_sdk", here, False))
     for peer in PEERS:
+        if api not in peer.apis:
+            continue
         try:
             python = str(ensure_venv(peer))
         except (VenvUnavailable, subprocess.TimeoutExpired, OSError) as error:
             blocked[peer.name] = str(error)
             continue
         found.append(Variant(peer.name, peer.name, python, False, peer.env))
-        if peer.records_metrics:
+        if api in peer.records_metrics:
             found.append(Variant(f"{peer.name}+metrics", peer.name, python, True, peer.env))
     return found
 
@@ -357,20 +385,32 @@ def _round(variants: list[Variant], spec: dict[str, Any], workdir: Path, number:
     return taken
 
 
-def run(smoke: bool = False, *, metrics: bool | None = None) -> list[Figure]:
-    """The plain call's figures, then the streamed call's."""
-    return [*run_one(smoke, metrics=metrics), *run_one(smoke, metrics=metrics, stream=True)]
+API_WORDS = {"chat": "chat call", "responses": "Responses call", "anthropic": "Anthropic Messages call"}
+
+
+def run(smoke: bool = False, *, metrics: bool | None = None, apis_run: tuple[str, ...] = apis.APIS) -> list[Figure]:
+    """For each API, the plain call's figures, then the streamed call's. Chat's are counted and
+    timed; the other APIs' counted only (timed in a smoke run, which counts nothing)."""
+    found: list[Figure] = []
+    for api in apis_run:
+        timed = smoke or api == "chat"
+        for stream in (False, True):
+            found += run_one(smoke, metrics=metrics, stream=stream, api=api, timed=timed)
+    return found
 
 
 def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = False,
-            sizes: tuple[int, int, int, int] | None = None) -> list[Figure]:
+            sizes: tuple[int, int, int, int] | None = None, api: str = "chat", timed: bool = True) -> list[Figure]:
     """`metrics`: run ours with metrics too (default: when this cafe_otel has them).
-    `sizes`: (rounds, warmup calls, samples a round, calls a sample) instead of the defaults."""
+    `sizes`: (rounds, warmup calls, samples a round, calls a sample) instead of the defaults.
+    `timed`: the CPU-time rounds too, beside the instruction counts."""
     rounds, warmup, samples, calls = sizes or ((2, 20, 3, 20) if smoke else (5, 200, 30, 100))
     ours_metrics = ours_records_metrics() if metrics is None else metrics
     blocked: dict[str, str] = {}
-    variants = _variants(smoke, blocked, ours_metrics=ours_metrics)
-    spec = {**workload(), "warmup": warmup, "stream": stream}
+    variants = _variants(smoke, blocked, ours_metrics=ours_metrics, api=api)
+    spec = {**workload(api=api), "warmup": warmup, "stream": stream}
+    if not timed:
+        rounds = 0
     failed: dict[str, str] = {}
     by_round: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="cafe-bench-peers-") as tmp:
@@ -385,12 +425,17 @@ def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = 
     fastest = Paired({v.key: [taken[v.key]["fastest"] for taken in by_round] for v in kept})
     results = {v.key: [taken[v.key] for taken in by_round] for v in kept}
     figures = _counted_figures(variants, spec, blocked, smoke, stream)
-    figures += _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls, smoke,
-                        ours_metrics)
-    if stream:
-        for figure in figures:
-            figure.name = figure.name.replace("chat call", "streamed chat call").replace(": added per call",
-                                                                                         ", streamed: added per call")
+    if timed:
+        figures += _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, samples, calls,
+                            smoke, ours_metrics, api)
+    words = API_WORDS[api]
+    for figure in figures:
+        name = figure.name.replace("chat call", words)
+        if api != "chat":
+            name = name.replace(": added per call", f": added per {words}")
+        if stream:
+            name = name.replace(words, f"streamed {words}").replace(": added per call", ", streamed: added per call")
+        figure.name = name
     return figures
 
 
@@ -465,8 +510,10 @@ def _counted_figures(variants: list[Variant], spec: dict[str, Any], blocked: dic
                      stream: bool) -> list[Figure]:
     """The verdict's figures: each variant's instructions a call, minus the bare call's, by
     callgrind (load does not change them); ours against every peer and the official one."""
-    what = "chat call"  # run_one names the streamed call's rows
-    verdict_rows = [("ours", "official"), ("ours+metrics", "official+metrics")]
+    what = "chat call"  # run_one names the API's and the streamed call's rows
+    official = "official_anthropic" if spec.get("api") == "anthropic" else "official"
+    sdk = "anthropic" if spec.get("api") == "anthropic" else "openai"
+    verdict_rows = [("ours", official), ("ours+metrics", f"{official}+metrics")]
     why = ("smoke run" if smoke else "valgrind is not installed (apt-get install valgrind)"
            if not instructions.available() else "")
     if why:
@@ -479,7 +526,7 @@ def _counted_figures(variants: list[Variant], spec: dict[str, Any], blocked: dic
     bare = counts["bare"]
     how = (f"callgrind, (instructions after {COUNT_WARMUP + COUNT_CALLS} calls - after {COUNT_WARMUP}) / "
            f"{COUNT_CALLS}, a process a variant, PYTHONHASHSEED=0")
-    figures = [Figure(9, f"bare openai SDK {what}, mock transport: instructions a call", bare.process / 1e3,
+    figures = [Figure(9, f"bare {sdk} SDK {what}, mock transport: instructions a call", bare.process / 1e3,
                       "k instr", "", None, f"{how}; calling thread {bare.caller / 1e3:,.0f}k")]
     added = {key: (found.process - bare.process, found.caller - bare.caller)
              for key, found in counts.items() if key != "bare"}
@@ -495,7 +542,7 @@ def _counted_figures(variants: list[Variant], spec: dict[str, Any], blocked: dic
                               note=f"whole process; {process / bare.process:.1%} of the bare call; calling thread "
                                    f"{caller / 1e3:,.0f}k"))
     for peer in PEERS:
-        if peer.name in blocked:
+        if peer.name in blocked and spec.get("api", "chat") in peer.apis:
             figures.append(Figure(9, f"{_label(peer.name)}: added instructions per {what}", None, "k instr",
                                   note=f"blocked: {blocked[peer.name]}"))
     for ours, official in verdict_rows:
@@ -507,10 +554,12 @@ def _counted_figures(variants: list[Variant], spec: dict[str, Any], blocked: dic
                                   f"blocked: {failed.get(ours, 'not counted')}"))
             continue
         process, caller = added[ours]
-        # Each peer with metrics is compared with ours with metrics; OpenInference records none.
-        # The floor is no rival: it is what making one span costs, instrumenting nothing.
+        # Each peer with metrics is compared with ours with metrics; one that records none
+        # (OpenInference, the anthropic SDK's own) with both. The floor is no rival: it is what
+        # making one span costs, instrumenting nothing.
+        records_none = {v.key for v in variants if f"{v.key}+metrics" not in {w.key for w in variants}}
         rivals = {key: value for key, value in added.items() if not key.startswith("ours") and key != "floor"
-                  and (key.endswith("+metrics") == ours.endswith("+metrics") or key == "openinference")}
+                  and (key.endswith("+metrics") == ours.endswith("+metrics") or key in records_none)}
         reference = added.get(official)
         beaten = [key for key, value in rivals.items() if value[0] <= process]
         ratio = process / reference[0] if reference and reference[0] > 0 else None
@@ -539,21 +588,22 @@ def _added(paired: Paired, key: str) -> tuple[float, float, float, float]:
 
 
 def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds, per, calls, smoke,
-             ours_metrics) -> list[Figure]:
+             ours_metrics, api="chat") -> list[Figure]:
     keys = {v.key for v in variants}
     bare_us = paired.median("bare") * 1e6
     how = (f"CPU time a call; {rounds} rounds of a fresh process a variant, {per} samples of {calls} calls "
            f"each, handed out in turn, order rotating")
     rounds_us = ", ".join(f"{v * 1e6:.0f}" for v in paired.samples["bare"])
-    figures = [Figure(9, "bare openai SDK chat call, mock transport", bare_us, "µs", "",
+    sdk = results["bare"][0]["sdk"].split()[0]
+    figures = [Figure(9, f"bare {sdk} SDK chat call, mock transport", bare_us, "µs", "",
                       note=f"{how}; per round {rounds_us} µs; fastest samples {fastest.median('bare') * 1e6:.0f} µs; "
-                           f"wall clock {walls.median('bare') * 1e6:.0f} µs; openai {results['bare'][0]['openai']}")]
+                           f"wall clock {walls.median('bare') * 1e6:.0f} µs; {results['bare'][0]['sdk']}")]
 
     def peer_rows(suffix: str) -> dict[str, float]:
         shown = {}
         for peer in PEERS:
             key = peer.name + suffix
-            if suffix and not peer.records_metrics:
+            if (suffix and api not in peer.records_metrics) or api not in peer.apis:
                 continue
             if peer.name in blocked or key in failed or key not in keys:
                 reason = ("skipped: not run in --smoke (no peer venvs are made)" if smoke else
@@ -578,7 +628,7 @@ def _figures(paired, walls, fastest, results, failed, blocked, variants, rounds,
         beaten = [k for k, v in peers.items() if v <= added]
         verdict = None if not peers else not beaten
         spans = first["spans"] / first["calls"]
-        official = peers.get("official" + key.removeprefix("ours"))
+        official = peers.get(("official_anthropic" if api == "anthropic" else "official") + key.removeprefix("ours"))
         note = (f"{ratio:.2f}x the bare call; range {low:.0f}-{high:.0f} µs; by fastest samples "
                 f"{_added(fastest, key)[0]:.0f} µs; "
                 + (f"{added / official:.2f} of what the official one adds; " if official and official > 0 else "")
