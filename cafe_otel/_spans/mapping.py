@@ -47,15 +47,20 @@ def tool_label(name: str | None, defined: bool) -> str:
     return agent.tool_label(name, (name,) if defined and name is not None else ())
 
 
+_NONE_DEFINED: frozenset[str] = frozenset()
+
+
 def _defined_tools(tools: Sequence[Mapping[str, Any]] | None) -> frozenset[str]:
     """The names a request's tool definitions give: chat-completions `function` tools, and
     the flat `{"type": "function", "name": ...}` of the Responses API."""
     names = set()
     for tool in tools or ():
-        if not isinstance(tool, Mapping):
+        # `dict` first: a check of the exact type costs little, where the ABC's costs about a
+        # thousand instructions, and this runs on the calling thread for every call.
+        if not isinstance(tool, (dict, Mapping)):
             continue
         function = tool.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        name = function.get("name") if isinstance(function, (dict, Mapping)) else tool.get("name")
         if isinstance(name, str):
             names.add(name)
     return frozenset(names)
@@ -137,7 +142,7 @@ def server_attributes(address: Any, port: Any) -> Attributes:
     })
 
 
-def result_attributes(result: GenerationResult | None, defined: frozenset[str] = frozenset()) -> Attributes:
+def result_attributes(result: GenerationResult | None, defined: frozenset[str] = _NONE_DEFINED) -> Attributes:
     """Metadata of a model's answer: model, id, raw finish reasons, usage and the names of
     the tools it asked for (made safe)."""
     found: Attributes = {}
@@ -160,7 +165,8 @@ def result_attributes(result: GenerationResult | None, defined: frozenset[str] =
 
 
 def generation_end(event: GenerationEnded) -> Attributes:
-    found = result_attributes(event.result, _defined_tools(event.request.tools))
+    asked = event.result is not None and bool(event.result.tool_calls)  # the names are only checked then
+    found = result_attributes(event.result, _defined_tools(event.request.tools) if asked else _NONE_DEFINED)
     if event.request.reading is not None:  # what its API's reading adds: cache and reasoning tokens, tier
         response_attributes(event.request.reading.response, found)
     if event.error is not None:  # error_type is a property: not asked on every call
