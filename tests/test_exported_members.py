@@ -21,7 +21,7 @@ PINNED = {
     "cafe.apis": {
         'APIS', 'Api', 'CallRequest', 'CallResponse', 'EventSplitter', 'Message', 'ModelCall', 'NO_RESPONSE',
         'NO_USAGE', 'Operation', 'Part', 'RequestContent', 'StreamReading', 'ToolCall', 'Usage', 'api_for',
-        'assembled', 'read_exchange', 'request_summary', 'text_of'
+        'assembled', 'read_exchange', 'request_head', 'request_summary', 'text_of'
     },
     "cafe.counter": {
         'AGENT_NAME', 'CannedClient', 'ChatClient', 'ConsentGate', 'DEFAULT_DECISIONS', 'DEFAULT_SCRIPT',

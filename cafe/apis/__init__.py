@@ -9,6 +9,7 @@ recorded and replayed, and shown as what it is (its method, path, status and tim
     api = cafe.apis.api_for("POST", "/v1/chat/completions")
     call = cafe.apis.read_exchange(api, "POST", path, status=200, request=body, response=answer)
     call.label, call.request.model, call.response.usage.input_tokens
+    asked = api.request(cafe.apis.request_head(body_bytes, api.request_keys), host=host)  # no conversation
 
 Adding an API is one module that implements `Api`, its entry in `APIS`, and its fixtures.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from cafe.apis import anthropic_messages, openai_chat, openai_embeddings, openai_responses
 from cafe.apis._api import Api, StreamReading
 from cafe.apis._call import ModelCall, assembled, read_exchange, request_summary
+from cafe.apis._head import request_head
 from cafe.apis._model import (
     NO_RESPONSE,
     NO_USAGE,
@@ -64,6 +66,7 @@ __all__ = [
     "api_for",
     "assembled",
     "read_exchange",
+    "request_head",
     "request_summary",
     "text_of",
 ]

@@ -28,7 +28,9 @@ class Api(Protocol):
     """The reading of one model API, by its wire format (never an SDK's Python types).
 
     `handles` tells the API's calls by method and path; `request` reads the parameters
-    without the conversation; `request_content` reads the conversation; `response` reads a
+    without the conversation, from the top-level `request_keys` only (so a reader that needs
+    no conversation decodes those alone: `cafe.apis.request_head`); `request_content` reads
+    the conversation; `response` reads a
     JSON answer (its output messages too when `content`); `stream` reads a streamed answer;
     `assembled` puts a stream's events together as the JSON answer the API would have given
     unstreamed (what a recording keeps as the call's `response`); `summary` describes a
@@ -36,6 +38,7 @@ class Api(Protocol):
 
     name: str
     operation: Operation
+    request_keys: frozenset[str]
 
     def handles(self, method: str, path: str) -> bool: ...
 

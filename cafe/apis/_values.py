@@ -42,8 +42,13 @@ def provider_for(host: str | None, wire_format: str) -> str:
     return wire_format
 
 
+_INT64 = 1 << 63
+
+
 def integer(value: Any) -> int | None:
-    return value if type(value) is int else None
+    # Only what a telemetry attribute can carry (OTLP's int64): a larger number a request
+    # or answer holds would fail the export of its whole batch.
+    return value if type(value) is int and -_INT64 <= value < _INT64 else None
 
 
 def number(value: Any) -> float | None:

@@ -321,6 +321,10 @@ class Messages:
 
     name = NAME
     operation = Operation.CHAT
+    request_keys = frozenset({
+        "max_tokens", "model", "output_config", "output_format", "stop_sequences", "stream", "temperature", "top_k",
+        "top_p"
+    })
 
     def handles(self, method: str, path: str) -> bool:
         return method == "POST" and path.endswith(_PATH_SUFFIX)

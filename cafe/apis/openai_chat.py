@@ -277,6 +277,10 @@ class ChatCompletions:
 
     name = NAME
     operation = Operation.CHAT
+    request_keys = frozenset({
+        "frequency_penalty", "max_completion_tokens", "max_tokens", "modalities", "model", "n", "presence_penalty",
+        "response_format", "seed", "service_tier", "stop", "stream", "temperature", "top_p"
+    })
 
     def handles(self, method: str, path: str) -> bool:
         return method == "POST" and path.endswith(_PATH_SUFFIX)

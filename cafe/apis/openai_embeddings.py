@@ -61,6 +61,7 @@ class Embeddings:
 
     name = NAME
     operation = Operation.EMBEDDINGS
+    request_keys = frozenset({"dimensions", "encoding_format", "model"})
 
     def handles(self, method: str, path: str) -> bool:
         return method == "POST" and path.endswith(_PATH_SUFFIX)

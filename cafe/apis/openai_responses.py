@@ -391,6 +391,10 @@ class Responses:
 
     name = NAME
     operation = Operation.CHAT
+    request_keys = frozenset({
+        "conversation", "max_output_tokens", "model", "previous_response_id", "service_tier", "stream",
+        "temperature", "text", "top_p"
+    })
 
     def handles(self, method: str, path: str) -> bool:
         return method == "POST" and path.endswith(_PATH_SUFFIX)

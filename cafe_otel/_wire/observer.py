@@ -17,7 +17,17 @@ from opentelemetry import trace
 from opentelemetry._logs import Logger, SeverityNumber
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from cafe.apis import NO_RESPONSE, Api, CallRequest, CallResponse, EventSplitter, RequestContent, StreamReading, api_for
+from cafe.apis import (
+    NO_RESPONSE,
+    Api,
+    CallRequest,
+    CallResponse,
+    EventSplitter,
+    RequestContent,
+    StreamReading,
+    api_for,
+    request_head,
+)
 from cafe.wire import FailureKind
 from cafe_otel import semconv as sc
 from cafe_otel._metrics.listener import ChatCall, MetricsListener
@@ -309,8 +319,9 @@ class _Operation(LazySpan):
         JSON object (no span is made of it)."""
         if self.start_attributes is None:
             request = self.attempts[0].request
-            body = request.json()
-            if not isinstance(body, dict):
+            # The parameters only: the conversation is decoded when content is read, if ever.
+            body = request_head(request.body, self.api.request_keys)
+            if body is None:
                 return None
             self.asked = self.api.request(body, host=request.host)
             self.start_attributes = request_attributes(self.asked, request)
