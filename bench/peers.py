@@ -439,8 +439,8 @@ def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = 
     return figures
 
 
-COUNT_WARMUP = 20  # calls before the counted ones, in both processes of a variant
-COUNT_CALLS = 50  # the counted calls: minutes each under valgrind, and no noise to average out
+COUNT_WARMUP = 10  # calls before the counted ones, in both processes of a variant: past every first-call cost
+COUNT_CALLS = 20  # the counted calls: each is minutes under valgrind, and a count has no noise to average out
 COUNT_PARALLEL = 3
 
 
