@@ -467,19 +467,47 @@ def _counted_run(variant: Variant, spec: dict[str, Any], extra: int, workdir: Pa
     return instructions._totals(out)
 
 
+def _digest(paths: Iterable[Path]) -> str:
+    found = hashlib.sha256()
+    for path in sorted(paths):
+        found.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return found.hexdigest()
+
+
+def _count_key(variant: Variant, spec: dict[str, Any], extra: int) -> str:
+    """What a count depends on: the variant, its interpreter (a peer's venv is named by its
+    pins), the spec, the runner's code, and for ours cafe's and cafe_otel's code too."""
+    code = [ROOT / "bench" / name for name in ("peer_runner.py", "apis.py", "nothing.py", "overhead.py")]
+    if variant.runner in ("ours", "bare_live"):
+        code += [*(ROOT / "cafe").rglob("*.py"), *(ROOT / "cafe_otel").rglob("*.py")]
+    what = [variant.key, variant.runner, variant.metrics, variant.python, list(variant.env), spec, extra,
+            _digest(code)]
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
+
+
 def count_variants(variants: list[Variant], spec: dict[str, Any], workdir: Path, calls: int = COUNT_CALLS,
                    parallel: int = COUNT_PARALLEL) -> tuple[dict[str, Counted], dict[str, str]]:
     """Each variant's instructions a call (its process with `calls` calls after the warm-up,
-    minus its process with only the warm-up), and the variants that could not be counted."""
+    minus its process with only the warm-up), and the variants that could not be counted.
+    A count is kept under the cache by what it depends on (`_count_key`): a count is the
+    same every time, and the peers' take most of an hour."""
     from concurrent.futures import ThreadPoolExecutor
 
+    kept = cache_dir() / "counts"
     runs = [(variant, extra) for variant in variants for extra in (0, calls)]
 
     def one(run: tuple[Variant, int]) -> tuple[int, int] | str:
+        place = kept / f"{_count_key(run[0], spec, run[1])}.json"
+        if place.is_file():
+            caller, process = json.loads(place.read_text())
+            return caller, process
         try:
-            return _counted_run(run[0], spec, run[1], workdir)
+            found = _counted_run(run[0], spec, run[1], workdir)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
             return str(error)
+        kept.mkdir(parents=True, exist_ok=True)
+        place.write_text(json.dumps(list(found)))
+        return found
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         totals = dict(zip([(v.key, extra) for v, extra in runs], pool.map(one, runs), strict=True))
