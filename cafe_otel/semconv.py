@@ -94,6 +94,14 @@ HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 HTTP_REQUEST_RESEND_COUNT = "http.request.resend_count"
 URL_SCHEME = "url.scheme"
 URL_PATH = "url.path"
+URL_FULL = "url.full"  # never sent: it holds the query (cafe_otel._privacy.http_names reads it)
+# The pre-stable HTTP names the contrib instrumentations write by default: never sent, read
+# as the stable ones above (cafe_otel._privacy.http_names).
+HTTP_METHOD_OLD = "http.method"
+HTTP_STATUS_CODE_OLD = "http.status_code"
+HTTP_URL_OLD = "http.url"
+NET_PEER_NAME_OLD = "net.peer.name"
+NET_PEER_PORT_OLD = "net.peer.port"
 NETWORK_PROTOCOL_NAME = "network.protocol.name"
 NETWORK_PROTOCOL_VERSION = "network.protocol.version"
 RPC_SYSTEM = "rpc.system"

@@ -11,6 +11,8 @@ account by key (an identifier is replaced by a keyed hash), and so is a value ho
 secret: one we were given, or what the secret patterns a recording is scrubbed with find
 (`cafe_otel._privacy.secrets`). Span names, event names, instrumentation scopes, links and
 the trace state are shaped and checked the same way; the status description is removed.
+A third-party HTTP span in the pre-stable names (`http.method`, `http.url`) is read in the
+stable ones (`cafe_otel._privacy.http_names`), its URL's query never.
 Content keys (only on the allowlist when content capture is on) pass scrubbed of secrets,
 as a recording is. Resource attributes are kept (they are the service's own
 configuration), but for one holding a secret (`cafe_otel._privacy.resource`). It applies to
@@ -43,6 +45,7 @@ from opentelemetry.trace import Link, SpanContext, Status, TraceState
 from cafe.privacy import Scrubber
 from cafe_otel._export.account import TelemetryAccount
 from cafe_otel._privacy import shapes as sh
+from cafe_otel._privacy.http_names import DERIVED, stable_names
 from cafe_otel._privacy.resource import ResourceGuard
 from cafe_otel._privacy.secrets import SecretCheck
 from cafe_otel.semconv import CONTENT_ATTRIBUTES, METADATA_ALLOWLIST
@@ -235,6 +238,7 @@ class SpanSanitiser:
         except TypeError:  # an unhashable value (a list in a hand-made span): the full check says
             pass
         out: dict[str, Any] | None = None
+        derived: dict[str, Any] = {}
         known, checks = self._known, self._checks
         for index, item in enumerate(found.items()):
             try:
@@ -258,6 +262,13 @@ class SpanSanitiser:
                 out = dict(list(found.items())[:index])
             if kept is not _WITHHELD:
                 out[key] = kept
+            elif key in DERIVED:  # a pre-stable HTTP name: what it says, in the stable names
+                for name, said in stable_names(key, value).items():
+                    derived.setdefault(name, said)  # the first attribute to say it is heard
+        if derived and out is not None:
+            for key, value in derived.items():
+                if key not in found and (kept := self._value(key, value)) is not _WITHHELD:
+                    out[key] = kept
         return out
 
     def _all_fit(self, attributes: dict[str, Any]) -> bool:
