@@ -16,7 +16,8 @@ CONVERSATION = [
     {"role": "system", "content": "You are the counter assistant. {\"model\": \"in-a-string\"} \\u00e9 \u20ac"},
     {"role": "user", "content": [{"type": "text", "text": "a latte \\\" ] } ["}]},
     {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "price_check", "arguments": "{\"item\": \"latte\"}"}}]},
+        {"id": "call_1", "type": "function",
+         "function": {"name": "price_check", "arguments": "{\"item\": \"latte\"}"}}]},
     {"role": "tool", "tool_call_id": "call_1", "content": [[[[{"deep": [1.5e300, -0.0, True, None]}]]]]},
 ]
 # Every parameter the four readings know, with a value each would read, beside the
