@@ -522,13 +522,14 @@ def count_variants(variants: list[Variant], spec: dict[str, Any], workdir: Path,
     return counts, failed
 
 
+ANTHROPIC_SDK_LABEL = "the anthropic SDK's own spans (its open_telemetry client option)"
 FLOOR_LABEL = "floor (one SDK span with the GenAI attributes around the call, no instrumentation)"
 
 
 def _label(key: str) -> str:
     peer = next((p for p in PEERS if p.name == key.removesuffix("+metrics")), None)
     name = (peer.label if peer else "ours (cafe_otel's instrumentor)" if key.startswith("ours")
-            else FLOOR_LABEL if key == "floor" else key)
+            else FLOOR_LABEL if key == "floor" else ANTHROPIC_SDK_LABEL if key == "anthropic_sdk" else key)
     if key.endswith("+metrics"):
         return name + ", spans + metrics"
     return name + (", spans only" if key.startswith("ours") else "")
