@@ -226,17 +226,31 @@ def _peer(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     return _sdk_call(spec), finish, lambda: provider.force_flush(10_000)
 
 
+def _batched(keeper: _KeepingFirst, version_of: str) -> tuple[Any, Callable[[], dict[str, Any]], Callable[[], object]]:
+    """A `TracerProvider` with the SDK's `BatchSpanProcessor` over the do-nothing exporter,
+    its finish (flush, then `version_of`'s version) and its flush."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
+
+    def finish() -> dict[str, Any]:
+        provider.force_flush(10_000)
+        found = {"metric_points": None, "version": metadata.version(version_of)}
+        provider.shutdown()
+        return found
+    return provider, finish, lambda: provider.force_flush(10_000)
+
+
 def _sdk_span(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     """The floor of any instrumentation that makes a span: the bare SDK call inside one SDK
     span (CLIENT, current while the call runs) holding the GenAI attributes an instrumentation
     sets, from values known up front (no request or response is read), on a `TracerProvider`
     with the SDK's `BatchSpanProcessor` over the do-nothing exporter."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.trace import SpanKind
 
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
+    provider, finish, flush = _batched(keeper, "opentelemetry-sdk")
     tracer = provider.get_tracer("bench.floor")
     inner = _sdk_call(spec)
     floor = spec["floor"]
@@ -249,13 +263,7 @@ def _sdk_span(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
             result = inner()
             span.set_attributes(response)
         return result
-
-    def finish() -> dict[str, Any]:
-        provider.force_flush(10_000)
-        found = {"metric_points": None, "version": metadata.version("opentelemetry-sdk")}
-        provider.shutdown()
-        return found
-    return call, finish, lambda: provider.force_flush(10_000)
+    return call, finish, flush
 
 
 def _bare_live(spec: dict[str, Any]) -> Prepared:
@@ -292,19 +300,9 @@ def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
 def _anthropic_sdk(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     """The anthropic SDK's own spans (its `open_telemetry` client option, metadata only) on a
     `TracerProvider` with the SDK's `BatchSpanProcessor` over the do-nothing exporter."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(keeper.exporter))
+    provider, finish, flush = _batched(keeper, "anthropic")
     call = _sdk_call(spec, open_telemetry={"tracer_provider": provider, "traces": {"content_mode": "metadata_only"}})
-
-    def finish() -> dict[str, Any]:
-        provider.force_flush(10_000)
-        found = {"metric_points": None, "version": metadata.version("anthropic")}
-        provider.shutdown()
-        return found
-    return call, finish, lambda: provider.force_flush(10_000)
+    return call, finish, flush
 
 
 def _content_found(span: Any, markers: Sequence[str]) -> str | None:
