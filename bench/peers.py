@@ -400,15 +400,17 @@ def run(smoke: bool = False, *, metrics: bool | None = None, apis_run: tuple[str
 
 
 def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = False,
-            sizes: tuple[int, int, int, int] | None = None, api: str = "chat", timed: bool = True) -> list[Figure]:
+            sizes: tuple[int, int, int, int] | None = None, api: str = "chat", timed: bool = True,
+            size: str = "medium") -> list[Figure]:
     """`metrics`: run ours with metrics too (default: when this cafe_otel has them).
     `sizes`: (rounds, warmup calls, samples a round, calls a sample) instead of the defaults.
-    `timed`: the CPU-time rounds too, beside the instruction counts."""
+    `timed`: the CPU-time rounds too, beside the instruction counts. `size`: the request's
+    (REQUEST_SIZES); a row of any but the default size names it."""
     rounds, warmup, samples, calls = sizes or ((2, 20, 3, 20) if smoke else (5, 200, 30, 100))
     ours_metrics = ours_records_metrics() if metrics is None else metrics
     blocked: dict[str, str] = {}
     variants = _variants(smoke, blocked, ours_metrics=ours_metrics, api=api)
-    spec = {**workload(api=api), "warmup": warmup, "stream": stream}
+    spec = {**workload(size, api=api), "warmup": warmup, "stream": stream}
     if not timed:
         rounds = 0
     failed: dict[str, str] = {}
@@ -435,6 +437,8 @@ def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = 
             name = name.replace(": added per call", f": added per {words}")
         if stream:
             name = name.replace(words, f"streamed {words}").replace(": added per call", ", streamed: added per call")
+        if size != "medium":
+            name = name.replace(words, f"{words} ({size} request, {spec['request_bytes'] / 1e3:.1f} KB)", 1)
         figure.name = name
     return figures
 
