@@ -2,7 +2,7 @@
 
 At session start the untracked (and not ignored) files are listed; at session end any new
 one, outside the tool caches, fails the session. Without git, or outside a git checkout,
-the guard stands aside.
+the guard stands aside. And hypothesis's profile for a busy machine.
 """
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# On a loaded 2-core machine examples are made slowly: how long hypothesis takes to make
+# them, or a test to run one, is no property of the code under test.
+settings.register_profile("busy-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("busy-machine")
 
 CACHE_PARTS = frozenset({".pytest_cache", "__pycache__", ".hypothesis", ".ruff_cache"})
 _BASELINE_KEY = pytest.StashKey[tuple[Path, frozenset[str]] | None]()

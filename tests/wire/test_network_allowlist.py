@@ -10,6 +10,8 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -201,6 +203,13 @@ REFUSED_TESTS = {"test_http_client": "PORT", "test_requests_session": "PORT", "t
                  **{f"test_asyncio_socket[{send}]": "PORT" for send in ("sock_sendall", "sock_sendfile")}}
 
 
+def _wait_for(condition: Callable[[], bool], at_most_s: float = 30.0) -> None:
+    """Until `condition` holds, or `at_most_s` has passed (the assertion after it then fails)."""
+    deadline = time.monotonic() + at_most_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 class _Listener:
     """A TCP server on 127.0.0.1 (TLS with `context`) that keeps every byte it receives and
     answers each whole HTTP request with 200 `ok`, keeping the connection open."""
@@ -336,7 +345,9 @@ def test_a_connection_opened_before_a_replaying_test_sends_nothing_unless_its_ho
                             "LOCAL_CA": cert, "LOCAL_PROMPT_FILE": prompt_file}.items():
             monkeypatch.setenv(name, str(value))
         pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=16)  # records: nothing refused
-        # Each way of sending reaches its server while nothing is replayed.
+        # Each way of sending reaches its server while nothing is replayed (a server's thread
+        # may read what was sent after the sender is done: bounded wait for it).
+        _wait_for(lambda: plain.received.count(PROMPT) >= 10 and tls.received.count(PROMPT) >= 3)
         assert plain.received.count(PROMPT) == 10 and tls.received.count(PROMPT) == 3
         assert datagrams.received() == PROMPT
         plain.clear()
@@ -344,6 +355,7 @@ def test_a_connection_opened_before_a_replaying_test_sends_nothing_unless_its_ho
         replayed = pytester.runpytest("-p", "no:cacheprovider")
         replayed.assert_outcomes(passed=2, failed=14)
         # The server heard the module's warm-up and the allowed test's request, nothing else.
+        _wait_for(lambda: b"allowed order" in plain.received + tls.received)
         received = plain.received + tls.received + datagrams.received()
     assert PROMPT not in received and b"latte" not in received
     assert received.count(b"allowed order") == 1
