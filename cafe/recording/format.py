@@ -63,6 +63,15 @@ def unordered(version: int) -> int:
 def shares(version: int) -> bool:
     """Whether a recording of this version may hold references."""
     return version in _LAYOUTS
+
+
+def sharing(version: int) -> int:
+    """The version a recording of `version` (1 to 3) turns into when a line holds a reference:
+    the same layout with references (4 to 6)."""
+    for shared, whole in _LAYOUTS.items():
+        if whole == version:
+            return shared
+    return version
 # A request carries the whole conversation so far; 16 MiB is far beyond any real shift
 # and stops a corrupt or hostile file from being parsed into memory whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024

@@ -9,7 +9,9 @@ write path can skip it.
 A call's line is written when the call ends, numbered by its start: while every line is the
 next number, the file is the recording as it will be committed; the first line out of that
 order turns the header's version to 3 (calls in the order they ended), and `commit` puts
-the lines back in start order under the version 2 header before the rename.
+the lines back in start order under the version 2 header before the rename. A wire
+recording's first line that refers to the call before it (`extends`) turns 2 into 5 (and 3
+into 6) the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,6 +46,7 @@ from cafe.recording.format import (
     Timing,
     reference_digest,
     shares,
+    sharing,
     unordered,
 )
 from cafe.recording.modes import RecordMode
@@ -198,6 +202,7 @@ class RecordingWriter:
         mode: RecordMode | str = RecordMode.ONCE,
         scrubber: Scrubber | None = None,
         durable: bool = False,
+        share: bool = False,
     ) -> None:
         self.path = Path(path)
         self.partial = partial_path(self.path)
@@ -215,7 +220,11 @@ class RecordingWriter:
         # The number the next call line must hold for the file to stay in start order.
         self._next_in_order = 1
         self.in_start_order = True
-        # Versions 4 to 6: the call line written last, which the next request may extend.
+        # Versions 4 to 6, and `share`: the call line written last, which the next request
+        # may extend. A recording written with `share` under a version that holds every
+        # request whole (2) turns to its version with references (5) at its first reference,
+        # so one in which no request extends another stays readable by every reader of 2.
+        self._shares = share or shares(header.version)
         self._last: _Written | None = None
         try:
             self._header_line = self._encoded_line(header.to_json(), None, "line 1")
@@ -308,6 +317,24 @@ class RecordingWriter:
                                  f"({reason(error)})") from None
         self.in_start_order = False
 
+    def _begin_sharing(self) -> None:
+        """Turn the header's version to the one with references (2 to 5, 3 to 6) before the
+        first line that holds one is written, in place: only the version's digit differs."""
+        header = replace(self._header, version=sharing(self._header.version))
+        start_order_line = self._encoded_line(header.to_json(), None, "line 1")
+        shown = header if self.in_start_order else replace(header, version=unordered(header.version))
+        line = self._encoded_line(shown.to_json(), None, "line 1")
+        if len(line) != len(self._header_line):  # pragma: no cover - a version is one digit
+            raise RecordingError(f"{self.path}: the header cannot be given references in place")
+        try:
+            os.pwrite(self._file.fileno(), line, 0)
+            if self._durable:
+                os.fsync(self._file.fileno())
+        except OSError as error:
+            raise RecordingError(f"{self.path}: line 1 could not be written to {self.partial} "
+                                 f"({reason(error)})") from None
+        self._header, self._header_line = header, start_order_line
+
     def _scrub_line(self, obj: dict[str, Any], scrubber: Scrubber) -> dict[str, Any]:
         """Every string value scrubbed but the format's own: the values the writer makes
         from numbers and hashes, which a pattern or a short key could only damage."""
@@ -332,8 +359,8 @@ class RecordingWriter:
 
     def extendable(self, number: int, array: str, scrubber: Scrubber | None = None) -> int | None:
         """The number of the call whose `array` a request of call `number` may extend
-        (`write_call`'s `extends`): the call line written last, when this recording's version
-        holds references, that call started earlier, its line was scrubbed as this one is (with
+        (`write_call`'s `extends`): the call line written last, when this recording may hold
+        references (its version, or `share`), that call started earlier, its line was scrubbed as this one is (with
         the same credentials: then the items they share are stored alike), and it extended no
         other array. None: write it whole."""
         last = self._last
@@ -362,6 +389,9 @@ class RecordingWriter:
         reference = None
         base = None
         if extends is not None and request is not None:
+            if not self._shares:
+                raise RecordingError(f"{self.path}: {where} cannot be recorded: it extends a call, and this "
+                                     f"recording's version ({self._header.version}) holds every request whole")
             base_number = self.extendable(number, extends[0], scrubber)
             if base_number is None or self._last is None:
                 raise RecordingError(f"{self.path}: {where} cannot be recorded: it extends a call this recording "
@@ -378,11 +408,13 @@ class RecordingWriter:
         data, written = self._encoded_call(line, scrubber, where)
         if number != self._next_in_order and self.in_start_order:
             self._leave_start_order()
+        if reference is not None and not shares(self._header.version):
+            self._begin_sharing()
         self._append(data, where)
         if number == self._next_in_order:
             self._next_in_order += 1
         self.calls += 1
-        if shares(self._header.version):
+        if self._shares:
             stored = written.get("request")
             self._last = _Written(number, stored if isinstance(stored, dict) else None, scrubber,
                                   base if reference is not None else None, reference)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from cafe.apis import api_for, assembled
+from cafe.jsondata import same_json
 from cafe.privacy import MIN_SECRET_CHARS, REDACTED, Scrubber, structure_scrubber
 from cafe.recording.errors import OtherProcessCall, RecordingError
 from cafe.recording.format import WIRE_VERSION, Header, Timing
@@ -33,6 +34,35 @@ from cafe.wire._telemetry import telemetry_upload
 from cafe.wire._types import CallOutcome, WireRequest, WireResponse, header_value
 
 _QUERY_PAIR = re.compile(r"([^&=]*)=([^&]*)")
+# The members in which a model API's request carries its conversation, which a client resends
+# whole on every call: a chat's and Anthropic's `messages`, a Responses call's `input`,
+# Gemini's `contents`. The first one a request holds as an array is its growing array.
+GROWING_ARRAYS = ("messages", "input", "contents")
+
+
+def what_is_new(previous: dict[str, Any] | None, body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, int]] | None:
+    """When `body` is `previous` (the request of the call line written last) with its growing
+    array grown at the end: what the line holds of it, the new items and the members whose
+    value changed, and `extends` (the array, how many items of `previous` it keeps). None:
+    the line holds the whole request (another conversation, an item changed or dropped, a
+    member removed).
+
+    The kept items are compared as JSON documents (`same_json`: `true` is not `1`), so the
+    request the line makes whole is the one sent."""
+    if previous is None:
+        return None
+    array = next((name for name in GROWING_ARRAYS if type(body.get(name)) is list), None)
+    if array is None:
+        return None
+    items, before = body[array], previous.get(array)
+    if type(before) is not list or not before or len(items) < len(before):
+        return None
+    if any(key not in body for key in previous) or not same_json(items[:len(before)], before):
+        return None
+    own = {key: value for key, value in body.items()
+           if key != array and not (key in previous and same_json(value, previous[key]))}
+    own[array] = items[len(before):]
+    return own, (array, len(before))
 
 
 def recorded_target(target: str) -> str:
@@ -97,6 +127,11 @@ class WireRecorder:
     scrubbed (the request's own credentials too, wherever they appear), renamed into place
     by `close()`. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is not kept.
 
+    A request that resends the conversation of the call line written last and adds to it
+    (`what_is_new`) is written as what is new in it and a reference to that call, and the
+    recording is then version 5: its size, and the work of scrubbing and writing it, is what
+    each request adds, however long the conversation grows.
+
     Each line is written when its call ends, so every call that ended is on disk whatever
     happens to the program (a call that ends before an earlier one makes the partial version
     3 until `close()` puts it in start order). A call whose line cannot be written fails with
@@ -126,12 +161,14 @@ class WireRecorder:
         # Absolute from the start: the recording is moved into place after the recorded code ran,
         # and that code may have changed directory.
         self.writer = RecordingWriter(Path(path).absolute(), header, mode=mode, scrubber=self._scrubber,
-                                      durable=durable)
+                                      durable=durable, share=True)
         self._lock = threading.Lock()
         self._started = 0
         self._open: dict[int, _RecordedCall] = {}
         self._unrecorded: list[RecordingError] = []  # the calls whose lines could not be written
         self._scrubbers: dict[tuple[str, ...], Scrubber] = {}
+        # The call line written last and its request as sent, which the next may extend.
+        self._last_sent: tuple[int, dict[str, Any]] | None = None
         self._process = _forks.process()
 
     @property
@@ -185,13 +222,20 @@ class WireRecorder:
         where = f"call {call.number}"
         with self._lock:
             self._open.pop(call.number, None)
+            held, extends = body, None
+            if body is not None and self._last_sent is not None:
+                last_number, previous = self._last_sent
+                new = what_is_new(previous, body)
+                if new is not None and self.writer.extendable(call.number, new[1][0], scrubber) == last_number:
+                    held, extends = new
             try:
-                self.writer.write_call(body, answer, timing, exchange=exchange, scrubber=scrubber,
-                                       number=call.number, where=where)
+                self.writer.write_call(held, answer, timing, exchange=exchange, scrubber=scrubber,
+                                       number=call.number, where=where, extends=extends)
             except RecordingError as error:
                 refusal = self._named(error, where, request)
                 self._unrecorded.append(refusal)
                 raise refusal from None
+            self._last_sent = None if body is None else (call.number, body)
 
     def _named(self, error: RecordingError, where: str, request: WireRequest) -> RecordingError:
         """The writer's refusal of a call's line, naming the call by its method and path too."""
