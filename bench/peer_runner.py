@@ -9,9 +9,10 @@ recorded, the versions that ran. A span carrying message text fails the variant.
 up, flush and collect, then N more calls, flush and collect, then the result (checked as
 above) on stdout. Its count with N minus its count with 0, over N, is one call's instructions.
 
-It imports nothing of cafe unless the variant is ours (`bare`, `bare_live`, `ours` and
-`anthropic_sdk` run in the project's venv; the peers in their own), so in a peer's virtualenv
-only the model's SDK, the OpenTelemetry SDK and the peer are loaded. An unusable variant exits
+It imports nothing of cafe unless the variant is ours (`bare`, `bare_live`, `ours`,
+`wire_recording`, `wire_replaying` and `anthropic_sdk` run in the project's venv; the peers
+in their own), so in a peer's virtualenv only the model's SDK, the OpenTelemetry SDK and the
+peer are loaded. An unusable variant exits
 2 with one line on stderr.
 
 The spec: {"variant", "metrics", "api" (`chat`, `responses` or `anthropic`: which SDK call),
@@ -118,6 +119,13 @@ def mock_http_client(body: dict[str, Any], *, stream: bool = False, events: Sequ
     return httpx.Client(transport=httpx.MockTransport(answer))
 
 
+def _wrapped(client: Any, wrap: Callable[[Any], Any] | None) -> Any:
+    """`client`, or a client of the same library whose transport is `wrap(client's transport)`."""
+    if wrap is None:
+        return client
+    return _httpx().Client(transport=wrap(client._transport))
+
+
 def _meter_provider() -> tuple[Any, Any]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -150,11 +158,12 @@ class _KeepingFirst:
         self.exporter = Keeping()
 
 
-def _sdk_client(spec: dict[str, Any], *, open_telemetry: Any = False) -> Any:
-    """The API's SDK client over the mock. The same timeout and retries as cafe's LiveClient,
-    so the SDK path is the same; the anthropic SDK's own spans off unless `open_telemetry`
-    (its client option) asks for them."""
-    http_client = mock_http_client(spec["body"], stream=bool(spec.get("stream")), events=spec.get("events"))
+def _sdk_client(spec: dict[str, Any], *, open_telemetry: Any = False, wrap: Callable[[Any], Any] | None = None) -> Any:
+    """The API's SDK client over the mock (its transport put through `wrap`, when given). The
+    same timeout and retries as cafe's LiveClient, so the SDK path is the same; the anthropic
+    SDK's own spans off unless `open_telemetry` (its client option) asks for them."""
+    http_client = _wrapped(mock_http_client(spec["body"], stream=bool(spec.get("stream")), events=spec.get("events")),
+                           wrap)
     if spec.get("api") == "anthropic":
         import anthropic
 
@@ -166,8 +175,9 @@ def _sdk_client(spec: dict[str, Any], *, open_telemetry: Any = False) -> Any:
                          http_client=http_client)
 
 
-def _sdk_call(spec: dict[str, Any], *, open_telemetry: Any = False) -> Callable[[], Any]:
-    client = _sdk_client(spec, open_telemetry=open_telemetry)
+def _sdk_call(spec: dict[str, Any], *, open_telemetry: Any = False,
+              wrap: Callable[[Any], Any] | None = None) -> Callable[[], Any]:
+    client = _sdk_client(spec, open_telemetry=open_telemetry, wrap=wrap)
     api = spec.get("api", "chat")
     create = {"chat": lambda: client.chat.completions.create, "responses": lambda: client.responses.create,
               "anthropic": lambda: client.messages.create}[api]()
@@ -277,6 +287,54 @@ def _bare_live(spec: dict[str, Any]) -> Prepared:
     return (lambda: live.chat(messages, tools, 0.0)), dict, _nothing
 
 
+WIRE_RECORDED = 64  # the calls a replaying variant's recording holds beyond its warm-up
+
+
+def _alternating(spec: dict[str, Any], wrap: Callable[[Any], Any]) -> Callable[[], Any]:
+    """The bare call and the same call with its first message changed, in turn, each through
+    `wrap`: no request extends the one before, so every recorded line holds its request whole
+    (as a conversation's first call does), and a replay compares every request whole."""
+    request = spec["request"]
+    first, *rest = request.get("messages") or request.get("input")
+    key = "messages" if "messages" in request else "input"
+    other = {**spec, "request": {**request, key: [{**first, "content": f"{first['content']} (again)"}, *rest]}}
+    calls = [_sdk_call(spec, wrap=wrap), _sdk_call(other, wrap=wrap)]
+    made = [0]
+
+    def call() -> Any:
+        made[0] += 1
+        return calls[made[0] % 2]()
+    return call
+
+
+def _wire(spec: dict[str, Any], replaying: bool) -> Prepared:
+    """The bare SDK call through cafe's wire: each call recorded by a `WireRecorder`, or
+    served by a `ReplayTransport` from a recording of the same calls (made here first)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from cafe.recording import load_recording
+    from cafe.wire import WireRecorder
+
+    wire = importlib.import_module(f"cafe.wire.{_httpx().__name__}")
+    folder = Path(tempfile.mkdtemp(prefix="cafe-bench-wire-"))
+    recorder = WireRecorder(folder / "calls.jsonl", mode="all")
+    recording = _alternating(spec, lambda transport: wire.ObservedTransport(transport, [recorder]))
+
+    def finish() -> dict[str, Any]:
+        recorder.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        return {"version": metadata.version("cafe-otel")}
+    if not replaying:
+        return recording, finish, _nothing
+    for _ in range(spec["warmup"] + WIRE_RECORDED):
+        recording()
+    recorder.close()
+    source = wire.ReplayTransport(load_recording(folder / "calls.jsonl"))
+    return _alternating(spec, lambda _transport: source), finish, _nothing
+
+
 def _ours(spec: dict[str, Any], keeper: _KeepingFirst) -> Prepared:
     """The bare SDK call under our instrumentor (`cafe_otel.instrumentation`, on the wire
     seam), reporting through `configure()`'s pipeline: content off, as figure 1 builds it;
@@ -321,7 +379,7 @@ def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[
                                            Callable[[], object]]:
     """The variant's call, its finish (flush, versions), its span keeper and its flush, warmed up."""
     variant = spec["variant"]
-    keeper = _KeepingFirst() if variant not in ("bare", "bare_live") else None
+    keeper = _KeepingFirst() if variant not in ("bare", "bare_live", "wire_recording", "wire_replaying") else None
     if variant == "bare":
         call, finish, flush = _sdk_call(spec), dict, _nothing
     elif variant in PEERS:
@@ -330,6 +388,8 @@ def prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], dict[
         call, finish, flush = _bare_live(spec)
     elif variant == "ours":
         call, finish, flush = _ours(spec, keeper)
+    elif variant in ("wire_recording", "wire_replaying"):
+        call, finish, flush = _wire(spec, replaying=variant == "wire_replaying")
     elif variant == "sdk_span":
         call, finish, flush = _sdk_span(spec, keeper)
     elif variant == "anthropic_sdk":

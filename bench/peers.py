@@ -443,6 +443,38 @@ def run_one(smoke: bool = False, *, metrics: bool | None = None, stream: bool = 
     return figures
 
 
+WIRE_TARGET = 0.05  # what recording, and replaying, may add to the bare call
+
+
+def wire_figures(smoke: bool = False) -> list[Figure]:
+    """Figure 11 (b) by instructions: what the wire adds to this figure's chat call (the
+    medium request), recorded (`WireRecorder`, every line whole: two requests alternate) and
+    replayed (`ReplayTransport`), each a callgrind count against the bare call's."""
+    name = "wire {} adds to figure 9's chat call, instructions"
+    if smoke or not instructions.available():
+        why = "smoke run" if smoke else "valgrind is not installed (apt-get install valgrind)"
+        return [Figure(11, name.format(what), None, "%", f"<= {WIRE_TARGET:.0%}", None, f"not counted: {why}")
+                for what in ("recording", "replaying")]
+    here = sys.executable
+    variants = [Variant(key, key, here, False) for key in ("bare", "wire_recording", "wire_replaying")]
+    spec = {**workload(), "warmup": COUNT_WARMUP, "stream": False}
+    with tempfile.TemporaryDirectory(prefix="cafe-bench-wire-count-") as tmp:
+        counts, failed = count_variants(variants, spec, Path(tmp))
+    figures = []
+    for what in ("recording", "replaying"):
+        key = f"wire_{what}"
+        if key in failed or "bare" in failed:
+            figures.append(Figure(11, name.format(what), None, "%", f"<= {WIRE_TARGET:.0%}", None,
+                                  f"failed: {failed.get(key) or failed['bare']}"[:300]))
+            continue
+        bare, added = counts["bare"].process, counts[key].process - counts["bare"].process
+        figures.append(Figure(
+            11, name.format(what), added / bare * 100, "%", f"<= {WIRE_TARGET:.0%}", added / bare <= WIRE_TARGET,
+            f"{added / 1e3:+,.0f}k over every thread against the bare call's {bare / 1e3:,.0f}k "
+            f"({spec['request_bytes'] / 1e3:.1f} KB request); callgrind, {COUNT_CALLS} calls after {COUNT_WARMUP}"))
+    return figures
+
+
 COUNT_WARMUP = 10  # calls before the counted ones, in both processes of a variant: past every first-call cost
 COUNT_CALLS = 20  # the counted calls: each is minutes under valgrind, and a count has no noise to average out
 COUNT_PARALLEL = 3

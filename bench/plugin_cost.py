@@ -75,7 +75,7 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
     share = added / trivial
     return [Figure(12, "pytest plugins per unmarked test (cafe_recording + cafe_counter), instructions",
                    share * 100, "%", f"<= {TARGET:.0%}", share <= TARGET,
-                   f"+{added / 1e3:,.1f}k instructions a test against a trivial test's {trivial / 1e3:,.1f}k "
+                   f"{added / 1e3:+,.1f}k instructions a test against a trivial test's {trivial / 1e3:,.1f}k "
                    f"without the plugins; callgrind over every thread, (session of {2 * tests} tests - "
                    f"of {tests}) / {tests}, PYTHONHASHSEED=0")]
 

@@ -16,6 +16,8 @@ Recorded: the same shift through `record_shift`, and replayed from that recordin
 request (format version 4: the rest by reference to the call before), so writing, reading
 and replaying a call cost the same at any length of shift; the growth figures, 1,000 turns
 against 10, are medians of paired ratios.
+
+And any agent's conversation recorded on the wire (bench/wire_conversation.py).
 """
 
 from __future__ import annotations
@@ -140,4 +142,6 @@ def run(workdir: Path, smoke: bool = False, repeats: int | None = None) -> list[
                               growth <= 1.5, f"median of {len(ratios)} paired ratios, range "
                                              f"{ratios[0]:.2f}-{ratios[-1]:.2f}; bytes a call "
                                              f"{samples[top_shown][0][1] / samples[bottom][0][1]:.2f}x"))
-    return figures
+    from bench import wire_conversation
+
+    return figures + wire_conversation.run(workdir, smoke=smoke)

@@ -338,6 +338,9 @@ def run(workdir: Path, smoke: bool = False) -> list[Figure]:
         figures.append(_vcr_bounded(workdir, calls[10_000], growth.median("plain@10000")))
     for sdk in _sdks():
         figures += _overhead(workdir, calls[sizes[0]] if smoke else calls[1_000][:300], 3 if smoke else 15, sdk)
+    from bench import peers
+
+    figures += peers.wire_figures(smoke)
     figures += _overlapping(workdir, sizes, repeats)
     return figures
 
