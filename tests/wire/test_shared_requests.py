@@ -144,9 +144,9 @@ def _call(messages: list[Any]) -> dict[str, Any]:
     return {"model": "m", "messages": messages}
 
 
-EXCHANGE: dict[str, Any] = {"method": "POST", "target": "/v1/chat/completions", "request_headers": {}, "request_body": None,
-            "status": 200, "response_headers": {}, "body": None, "stream": None, "outcome": "completed",
-            "failure": None}
+EXCHANGE: dict[str, Any] = {
+    "method": "POST", "target": "/v1/chat/completions", "request_headers": {}, "request_body": None,
+    "status": 200, "response_headers": {}, "body": None, "stream": None, "outcome": "completed", "failure": None}
 
 
 def test_a_reference_written_out_of_start_order_is_put_in_order_on_commit(tmp_path: Path) -> None:
