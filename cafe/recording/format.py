@@ -72,6 +72,8 @@ def sharing(version: int) -> int:
         if whole == version:
             return shared
     return version
+
+
 # A request carries the whole conversation so far; 16 MiB is far beyond any real shift
 # and stops a corrupt or hostile file from being parsed into memory whole.
 MAX_LINE_BYTES = 16 * 1024 * 1024

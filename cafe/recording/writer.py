@@ -360,9 +360,9 @@ class RecordingWriter:
     def extendable(self, number: int, array: str, scrubber: Scrubber | None = None) -> int | None:
         """The number of the call whose `array` a request of call `number` may extend
         (`write_call`'s `extends`): the call line written last, when this recording may hold
-        references (its version, or `share`), that call started earlier, its line was scrubbed as this one is (with
-        the same credentials: then the items they share are stored alike), and it extended no
-        other array. None: write it whole."""
+        references (its version, or `share`), that call started earlier, its line was
+        scrubbed as this one is (with the same credentials: then the items they share are
+        stored alike), and it extended no other array. None: write it whole."""
         last = self._last
         if last is None or last.number >= number or last.scrubber is not (scrubber or self._scrubber):
             return None

@@ -1,4 +1,5 @@
-"""`WireRecorder`: the observer that writes each HTTP exchange as a version 2 call line."""
+"""`WireRecorder`: the observer that writes each HTTP exchange as a call line (version 2, or 5
+once a request extends the call before)."""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def exchange_line(request: WireRequest, response: WireResponse | None, chunks: l
 
 
 class WireRecorder:
-    """Records every call it hears to `path`, one version 2 line a call numbered in the order
+    """Records every call it hears to `path`, one line a call numbered in the order
     the calls started, through `RecordingWriter`: `PATH.partial` created 0600, every line
     scrubbed (the request's own credentials too, wherever they appear), renamed into place
     by `close()`. An SDK's upload of its own telemetry (`cafe.wire._telemetry`) is not kept.
@@ -134,7 +135,7 @@ class WireRecorder:
 
     Each line is written when its call ends, so every call that ended is on disk whatever
     happens to the program (a call that ends before an earlier one makes the partial version
-    3 until `close()` puts it in start order). A call whose line cannot be written fails with
+    3, or 6, until `close()` puts it in start order). A call whose line cannot be written fails with
     a `RecordingError` naming it, and `close()` then raises again rather than complete a
     recording that lacks it, keeping the calls recorded in `PATH.partial`. `clock`
     (monotonic, ns) places call starts on the wall clock from `wall_clock_ns`'s reading at
