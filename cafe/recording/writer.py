@@ -300,32 +300,12 @@ class RecordingWriter:
         where = f"line {self.lines + 1}"
         self._append(self._encoded_line(obj, scrubber, where), where)
 
-    def _leave_start_order(self) -> None:
-        """Turn the header's version to 3 before the first line out of start order is
-        written, so that no reader takes the file for a recording in start order. The header
-        is rewritten in place: only its version's digit differs."""
-        header = {**self._header.to_json(), "version": unordered(self._header.version)}
-        unordered_line = self._encoded_line(header, None, "line 1")
-        if len(unordered_line) != len(self._header_line):  # pragma: no cover - a version is one digit
-            raise RecordingError(f"{self.path}: the header cannot be marked unordered in place")
-        try:
-            os.pwrite(self._file.fileno(), unordered_line, 0)
-            if self._durable:
-                os.fsync(self._file.fileno())
-        except OSError as error:
-            raise RecordingError(f"{self.path}: line 1 could not be written to {self.partial} "
-                                 f"({reason(error)})") from None
-        self.in_start_order = False
-
-    def _begin_sharing(self) -> None:
-        """Turn the header's version to the one with references (2 to 5, 3 to 6) before the
-        first line that holds one is written, in place: only the version's digit differs."""
-        header = replace(self._header, version=sharing(self._header.version))
-        start_order_line = self._encoded_line(header.to_json(), None, "line 1")
-        shown = header if self.in_start_order else replace(header, version=unordered(header.version))
-        line = self._encoded_line(shown.to_json(), None, "line 1")
+    def _rewrite_header(self, header: Header, change: str) -> None:
+        """Write `header` over line 1 in place: only its version's digit differs from the
+        line there. `change` says what it marks, in an error."""
+        line = self._encoded_line(header.to_json(), None, "line 1")
         if len(line) != len(self._header_line):  # pragma: no cover - a version is one digit
-            raise RecordingError(f"{self.path}: the header cannot be given references in place")
+            raise RecordingError(f"{self.path}: the header cannot be {change} in place")
         try:
             os.pwrite(self._file.fileno(), line, 0)
             if self._durable:
@@ -333,7 +313,20 @@ class RecordingWriter:
         except OSError as error:
             raise RecordingError(f"{self.path}: line 1 could not be written to {self.partial} "
                                  f"({reason(error)})") from None
-        self._header, self._header_line = header, start_order_line
+
+    def _leave_start_order(self) -> None:
+        """Turn the header's version to 3 (or 6) before the first line out of start order is
+        written, so that no reader takes the file for a recording in start order."""
+        self._rewrite_header(replace(self._header, version=unordered(self._header.version)), "marked unordered")
+        self.in_start_order = False
+
+    def _begin_sharing(self) -> None:
+        """Turn the header's version to the one with references (2 to 5, 3 to 6) before the
+        first line that holds one is written."""
+        header = replace(self._header, version=sharing(self._header.version))
+        shown = header if self.in_start_order else replace(header, version=unordered(header.version))
+        self._rewrite_header(shown, "given references")
+        self._header, self._header_line = header, self._encoded_line(header.to_json(), None, "line 1")
 
     def _scrub_line(self, obj: dict[str, Any], scrubber: Scrubber) -> dict[str, Any]:
         """Every string value scrubbed but the format's own: the values the writer makes
